@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+//! A drop-in replacement for OpenStack's nova-scheduler.
+//!
+//! # Layout
+//! The decision core is pure (no I/O, no async) and depends only on `model`:
+//! - [`model`]: plain data decoded from nova's versioned objects and database rows
+//!   (`RequestSpec`, `HostState`, `Selection`).
+//! - [`filters`]: one nova host filter per file behind the `HostFilter` trait, plus the chain.
+//! - [`weighers`]: one nova weigher per file behind the `HostWeigher` trait, plus nova's
+//!   normalization and the weight handler.
+//! - [`scheduler`]: filter → weigh → pick → consume, per instance, with alternates.
+//!
+//! The edges do the I/O and map it to and from the model:
+//! - [`config`]: nova.conf with oslo.config semantics, typed sections with nova's defaults.
+//! - [`rpc`]: the oslo.messaging rabbit driver's server side (lapin).
+//! - [`state`]: host states from nova's API and cell databases (sqlx, MySQL).
+//! - [`placement`]: the Placement API (allocation candidates, claims).
+//! - [`manager`]: nova's `SchedulerManager` RPC endpoint: `select_destinations`.
+//! - [`app`]: wiring and process life.
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms)]
+
+pub mod app;
+pub mod config;
+pub mod filters;
+pub mod manager;
+pub mod model;
+pub mod placement;
+pub mod rpc;
+pub mod scheduler;
+pub mod simulate;
+pub mod state;
+pub mod telemetry;
+pub mod weighers;
