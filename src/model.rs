@@ -1,1 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
+//! Plain data shared by the decision core and the edges. No I/O here.
+//!
+//! nova's objects arrive as versioned-object primitives (JSON envelopes); they are
+//! decoded tolerantly (any minor version, unknown fields ignored) into the structs
+//! below, which hold only what the scheduler reads.
+
+pub mod aggregate;
+pub mod host_state;
+pub mod object;
+pub mod pyjson;
+pub mod request_spec;
+pub mod selection;
+
+pub use aggregate::Aggregate;
+pub use host_state::{HostState, ServiceInfo};
+pub use object::DecodeError;
+pub use request_spec::{
+    Destination, Flavor, ImageMeta, InstanceGroup, RequestGroup, RequestLevelParams, RequestSpec,
+};
+pub use selection::{SchedulerLimits, Selection};

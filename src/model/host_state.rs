@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+//! nova's `HostState`: one per compute node, with the attribute names nova uses
+//! (filters and `ComputeCapabilitiesFilter` address them by these names).
+
+use super::aggregate::Aggregate;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The `nova-compute` service row joined to a compute node by host name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServiceInfo {
+    pub id: i64,
+    pub host: String,
+    pub disabled: bool,
+    pub disabled_reason: Option<String>,
+    pub forced_down: bool,
+    pub last_seen_up: Option<DateTime<Utc>>,
+    pub created_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub version: i64,
+}
+
+impl ServiceInfo {
+    /// nova's DB servicegroup driver: up iff not forced down and the last heartbeat
+    /// (`last_seen_up`, or `created_at` if never seen) is within `service_down_time`
+    /// of `now`, in either direction. A `service_down_time` not above `report_interval`
+    /// is replaced by `report_interval * 2.5`, as nova does.
+    pub fn is_up(&self, now: DateTime<Utc>, service_down_time: i64, report_interval: i64) -> bool {
+        if self.forced_down {
+            return false;
+        }
+        let down_time = if service_down_time <= report_interval {
+            (report_interval as f64 * 2.5) as i64
+        } else {
+            service_down_time
+        };
+        match self.last_seen_up.or(self.created_at) {
+            Some(seen) => (now - seen)
+                .num_microseconds()
+                .map_or(false, |us| us.abs() <= down_time * 1_000_000),
+            None => false,
+        }
+    }
+}
+
+/// Resources and attributes of one compute node, as nova's HostState holds them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostState {
+    pub host: String,
+    pub nodename: String,
+    pub cell_uuid: String,
+    /// Compute node uuid (= its resource provider uuid).
+    pub uuid: Option<String>,
+    pub total_usable_ram_mb: i64,
+    pub free_ram_mb: i64,
+    pub total_usable_disk_gb: i64,
+    pub disk_mb_used: i64,
+    pub free_disk_mb: i64,
+    pub vcpus_total: i64,
+    pub vcpus_used: i64,
+    pub cpu_allocation_ratio: f64,
+    pub ram_allocation_ratio: f64,
+    pub disk_allocation_ratio: f64,
+    /// `compute_nodes.stats`; values are strings.
+    pub stats: BTreeMap<String, String>,
+    pub num_instances: i64,
+    pub num_io_ops: i64,
+    pub failed_builds: i64,
+    pub host_ip: Option<String>,
+    pub hypervisor_type: Option<String>,
+    pub hypervisor_version: Option<i64>,
+    pub hypervisor_hostname: Option<String>,
+    /// Raw JSON string, as nova keeps it.
+    pub cpu_info: Option<String>,
+    /// `[arch, hv_type, vm_mode]` triples.
+    pub supported_instances: Vec<Vec<String>>,
+    pub numa_topology: Option<Value>,
+    pub pci_stats: Option<Value>,
+    pub metrics: Option<Value>,
+    pub aggregates: Vec<Arc<Aggregate>>,
+    /// Uuids of the instances on this host (only keys matter to in-tree filters).
+    pub instances: Arc<BTreeSet<String>>,
+    pub service: ServiceInfo,
+    pub updated: Option<DateTime<Utc>>,
+    /// Placement allocation requests that allocate from this compute node.
+    pub allocation_candidates: Vec<Value>,
+    /// `limits` handed to the compute (only NUMATopologyFilter writes it today).
+    pub limits: BTreeMap<String, Value>,
+}
+
+impl HostState {
+    /// nova's `consume_from_request` for the resources the core tracks; swap and
+    /// boot-from-volume are not counted in disk, exactly as nova does.
+    pub fn consume(
+        &mut self,
+        memory_mb: i64,
+        root_gb: i64,
+        ephemeral_gb: i64,
+        vcpus: i64,
+        now: DateTime<Utc>,
+    ) {
+        self.free_ram_mb -= memory_mb;
+        self.free_disk_mb -= (root_gb + ephemeral_gb) * 1024;
+        self.vcpus_used += vcpus;
+        self.num_instances += 1;
+        self.num_io_ops += 1;
+        self.updated = Some(now);
+    }
+
+    /// Availability zone the Selection reports: one of the AZ values of the host's
+    /// aggregates (comma-split and pooled), or the configured default.
+    pub fn availability_zone(&self, default_az: &str) -> String {
+        let zones: BTreeSet<&str> = self
+            .aggregates
+            .iter()
+            .filter_map(|a| a.availability_zone())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .collect();
+        zones
+            .iter()
+            .next()
+            .map_or_else(|| default_az.to_string(), |z| z.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+
+    #[test]
+    fn service_up_rules() {
+        let now = Utc::now();
+        let mut svc = ServiceInfo {
+            last_seen_up: Some(now - Duration::seconds(59)),
+            ..Default::default()
+        };
+        assert!(svc.is_up(now, 60, 10));
+        svc.last_seen_up = Some(now - Duration::seconds(61));
+        assert!(!svc.is_up(now, 60, 10));
+        // In the future by more than the down time: nova takes abs() and says down.
+        svc.last_seen_up = Some(now + Duration::seconds(120));
+        assert!(!svc.is_up(now, 60, 10));
+        // Never seen: created_at counts.
+        svc.last_seen_up = None;
+        svc.created_at = Some(now - Duration::seconds(5));
+        assert!(svc.is_up(now, 60, 10));
+        // down time not above report_interval becomes report_interval * 2.5.
+        svc.created_at = Some(now - Duration::seconds(70));
+        assert!(svc.is_up(now, 30, 30));
+        svc.forced_down = true;
+        assert!(!svc.is_up(now, 60, 10));
+    }
+
+    #[test]
+    fn consume_ignores_swap_and_counts_io() {
+        let mut h = HostState {
+            free_ram_mb: 8192,
+            free_disk_mb: 100 * 1024,
+            ..Default::default()
+        };
+        h.consume(1024, 10, 5, 2, Utc::now());
+        assert_eq!(h.free_ram_mb, 7168);
+        assert_eq!(h.free_disk_mb, 85 * 1024);
+        assert_eq!((h.vcpus_used, h.num_instances, h.num_io_ops), (2, 1, 1));
+    }
+}

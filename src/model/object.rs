@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Reading oslo.versionedobjects primitives:
+//! `{"nova_object.name", "nova_object.namespace", "nova_object.version", "nova_object.data"}`.
+
+use serde_json::{Map, Value};
+
+/// Why a primitive could not be decoded. The message names the object and field,
+/// so the failure reply tells the caller what was wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+impl DecodeError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        DecodeError(msg.into())
+    }
+}
+
+/// The `nova_object.data` of an envelope named `expected`. Any version of the same
+/// major is accepted: fields added later are simply absent, unknown ones ignored.
+pub fn object_data<'a>(
+    value: &'a Value,
+    expected: &str,
+) -> Result<&'a Map<String, Value>, DecodeError> {
+    let obj = value
+        .as_object()
+        .ok_or_else(|| DecodeError::new(format!("{expected}: expected an object primitive")))?;
+    let name = obj
+        .get("nova_object.name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if name != expected {
+        return Err(DecodeError::new(format!(
+            "expected a {expected} object, got {:?}",
+            if name.is_empty() {
+                "no nova_object.name"
+            } else {
+                name
+            }
+        )));
+    }
+    if let Some(ns) = obj.get("nova_object.namespace").and_then(Value::as_str) {
+        if ns != "nova" {
+            return Err(DecodeError::new(format!(
+                "{expected}: unsupported object namespace {ns:?}"
+            )));
+        }
+    }
+    obj.get("nova_object.data")
+        .and_then(Value::as_object)
+        .ok_or_else(|| DecodeError::new(format!("{expected}: missing nova_object.data")))
+}
+
+/// Builds an envelope the way oslo.versionedobjects serializes a fresh object:
+/// every set field is listed in `nova_object.changes`.
+pub fn envelope(name: &str, version: &str, data: Map<String, Value>) -> Value {
+    let changes: Vec<Value> = data.keys().map(|k| Value::String(k.clone())).collect();
+    let mut obj = Map::new();
+    obj.insert("nova_object.name".into(), Value::String(name.into()));
+    obj.insert("nova_object.namespace".into(), Value::String("nova".into()));
+    obj.insert("nova_object.version".into(), Value::String(version.into()));
+    obj.insert("nova_object.data".into(), Value::Object(data));
+    obj.insert("nova_object.changes".into(), Value::Array(changes));
+    Value::Object(obj)
+}
+
+/// Field accessors that distinguish "unset" (absent) from `null`, and report type
+/// errors with the object and field name.
+pub struct Fields<'a> {
+    pub object: &'static str,
+    pub data: &'a Map<String, Value>,
+}
+
+impl<'a> Fields<'a> {
+    pub fn new(object: &'static str, data: &'a Map<String, Value>) -> Self {
+        Fields { object, data }
+    }
+
+    /// The raw value when present and not null.
+    pub fn get(&self, field: &str) -> Option<&'a Value> {
+        self.data.get(field).filter(|v| !v.is_null())
+    }
+
+    pub fn is_set(&self, field: &str) -> bool {
+        self.data.contains_key(field)
+    }
+
+    fn err(&self, field: &str, want: &str) -> DecodeError {
+        DecodeError::new(format!("{}.{field}: expected {want}", self.object))
+    }
+
+    pub fn str(&self, field: &str) -> Result<Option<String>, DecodeError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            // oslo's StringField coerces numbers and booleans with str().
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(Value::Bool(b)) => Ok(Some(if *b { "True" } else { "False" }.to_string())),
+            Some(_) => Err(self.err(field, "a string")),
+        }
+    }
+
+    pub fn int(&self, field: &str) -> Result<Option<i64>, DecodeError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+                .map(Some)
+                .ok_or_else(|| self.err(field, "an integer")),
+            Some(Value::String(s)) => s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| self.err(field, "an integer")),
+            Some(_) => Err(self.err(field, "an integer")),
+        }
+    }
+
+    pub fn float(&self, field: &str) -> Result<Option<f64>, DecodeError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(Value::String(s)) => s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| self.err(field, "a number")),
+            Some(_) => Err(self.err(field, "a number")),
+        }
+    }
+
+    pub fn bool(&self, field: &str) -> Result<Option<bool>, DecodeError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => flexible_bool(v)
+                .map(Some)
+                .ok_or_else(|| self.err(field, "a boolean")),
+        }
+    }
+
+    pub fn strings(&self, field: &str) -> Result<Option<Vec<String>>, DecodeError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Number(n) => Ok(n.to_string()),
+                    _ => Err(self.err(field, "a list of strings")),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(self.err(field, "a list of strings")),
+        }
+    }
+
+    pub fn string_map(&self, field: &str) -> Result<Option<Vec<(String, String)>>, DecodeError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => Ok((k.clone(), s.clone())),
+                    Value::Number(n) => Ok((k.clone(), n.to_string())),
+                    Value::Bool(b) => {
+                        Ok((k.clone(), if *b { "True" } else { "False" }.to_string()))
+                    }
+                    _ => Err(self.err(field, "a dict of strings")),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(self.err(field, "a dict of strings")),
+        }
+    }
+}
+
+/// oslo's FlexibleBooleanField: true for `true`, `"true"`, `"t"`, `"yes"`, `"y"`, `"on"`, `"1"`.
+pub fn flexible_bool(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        Value::Number(n) => Some(n.as_f64().is_some_and(|f| f != 0.0)),
+        Value::String(s) => Some(matches!(
+            s.trim().to_ascii_lowercase().as_str(),
+            "true" | "t" | "yes" | "y" | "on" | "1"
+        )),
+        _ => None,
+    }
+}
