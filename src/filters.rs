@@ -1,1 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
+//! nova's host filters: one filter per file behind [`HostFilter`], an explicit
+//! registry keyed by nova's class names, and the ordered chain runner.
+//!
+//! Filters are pure predicates over a [`HostState`] and the request; they read no
+//! globals (their options are captured when the chain is built) and do no I/O.
+
+pub mod all_hosts_filter;
+pub mod chain;
+pub mod compute_filter;
+pub mod registry;
+
+use crate::model::{HostState, RequestSpec};
+use chrono::{DateTime, Utc};
+
+pub use chain::{FilterChain, FilterStep};
+pub use registry::{build_chain, FilterConfig, UnknownFilters};
+
+/// What a filter may read besides the host: the request and where we are in it.
+pub struct FilterRequest<'a> {
+    pub spec: &'a RequestSpec,
+    /// Wall-clock time of the request (service liveness is judged against it).
+    pub now: DateTime<Utc>,
+    /// Index of the instance being placed in a multi-instance request.
+    pub index: usize,
+    /// nova's "rebuild to a new image" marker (`_nova_check_type == ["rebuild"]`).
+    pub is_rebuild: bool,
+}
+
+/// nova's `BaseHostFilter`: a predicate plus the two behaviour flags nova declares
+/// as class attributes.
+pub trait HostFilter: Send + Sync {
+    /// nova's class name, e.g. `ComputeFilter`.
+    fn name(&self) -> &'static str;
+
+    fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool;
+
+    /// `RUN_ON_REBUILD`: when false, a rebuild request passes every host untested.
+    fn run_on_rebuild(&self) -> bool {
+        false
+    }
+
+    /// `run_filter_once_per_request`: when true, skipped for instances 2..N.
+    fn once_per_request(&self) -> bool {
+        false
+    }
+}

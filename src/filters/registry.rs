@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The filters we provide, keyed by nova's class name. `enabled_filters` entries may
+//! also be dotted paths (`nova.scheduler.filters.compute_filter.ComputeFilter`): the
+//! last component is the class name, as nova's loader resolves them.
+
+use super::all_hosts_filter::AllHostsFilter;
+use super::compute_filter::ComputeFilter;
+use super::{FilterChain, HostFilter};
+
+/// The options filters read, captured once when the chain is built.
+#[derive(Debug, Clone)]
+pub struct FilterConfig {
+    pub service_down_time: i64,
+    pub report_interval: i64,
+}
+
+impl Default for FilterConfig {
+    fn default() -> Self {
+        FilterConfig {
+            service_down_time: 60,
+            report_interval: 10,
+        }
+    }
+}
+
+type Factory = fn(&FilterConfig) -> Box<dyn HostFilter>;
+
+/// Sorted by name; one line per filter.
+const REGISTRY: &[(&str, Factory)] = &[
+    (AllHostsFilter::NAME, |_| Box::new(AllHostsFilter)),
+    (ComputeFilter::NAME, |c| {
+        Box::new(ComputeFilter {
+            service_down_time: c.service_down_time,
+            report_interval: c.report_interval,
+        })
+    }),
+];
+
+/// nova's filters that this daemon does not provide yet. Naming one in
+/// `enabled_filters` stops startup with this explanation instead of silently
+/// deciding differently from nova.
+const NOT_YET: &[&str] = &[
+    "AggregateImagePropertiesIsolation",
+    "AggregateInstanceExtraSpecsFilter",
+    "AggregateIoOpsFilter",
+    "AggregateMultiTenancyIsolation",
+    "AggregateNumInstancesFilter",
+    "AggregateTypeAffinityFilter",
+    "ComputeCapabilitiesFilter",
+    "DifferentHostFilter",
+    "ImagePropertiesFilter",
+    "IsolatedHostsFilter",
+    "IoOpsFilter",
+    "JsonFilter",
+    "MetricsFilter",
+    "NUMATopologyFilter",
+    "NumInstancesFilter",
+    "PciPassthroughFilter",
+    "SameHostFilter",
+    "ServerGroupAffinityFilter",
+    "ServerGroupAntiAffinityFilter",
+    "SimpleCIDRAffinityFilter",
+];
+
+/// Every `enabled_filters` entry that could not be resolved, reported at once.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", describe(.unknown, .not_implemented))]
+pub struct UnknownFilters {
+    /// Names nova itself would reject (`SchedulerHostFilterNotFound`).
+    pub unknown: Vec<String>,
+    /// nova filters this daemon does not implement yet.
+    pub not_implemented: Vec<String>,
+}
+
+fn describe(unknown: &[String], not_implemented: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "Scheduler Host Filter(s) could not be found: {}",
+            unknown.join(", ")
+        ));
+    }
+    if !not_implemented.is_empty() {
+        parts.push(format!(
+            "nova filter(s) not implemented by this scheduler yet: {} (remove them from [filter_scheduler] enabled_filters or keep nova-scheduler)",
+            not_implemented.join(", ")
+        ));
+    }
+    parts.join("; ")
+}
+
+/// The class name of an `enabled_filters` entry (last dotted component).
+fn class_name(entry: &str) -> &str {
+    entry.trim().rsplit('.').next().unwrap_or(entry)
+}
+
+/// Builds the chain in `enabled_filters` order; a name listed twice runs twice, as in nova.
+pub fn build_chain(
+    enabled: &[String],
+    config: &FilterConfig,
+) -> Result<FilterChain, UnknownFilters> {
+    let mut filters = Vec::new();
+    let mut errors = UnknownFilters {
+        unknown: Vec::new(),
+        not_implemented: Vec::new(),
+    };
+    for entry in enabled {
+        let name = class_name(entry);
+        match REGISTRY.iter().find(|(n, _)| *n == name) {
+            Some((_, factory)) => filters.push(factory(config)),
+            None if NOT_YET.contains(&name) => errors.not_implemented.push(name.to_string()),
+            None => errors.unknown.push(entry.trim().to_string()),
+        }
+    }
+    if errors.unknown.is_empty() && errors.not_implemented.is_empty() {
+        Ok(FilterChain::new(filters))
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_sorted_without_duplicates() {
+        let names: Vec<_> = REGISTRY.iter().map(|(n, _)| *n).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        for n in &names {
+            assert!(
+                !NOT_YET.contains(n),
+                "{n} is both implemented and listed as not yet"
+            );
+        }
+    }
+
+    #[test]
+    fn dotted_paths_and_order() {
+        let chain = build_chain(
+            &[
+                "nova.scheduler.filters.compute_filter.ComputeFilter".into(),
+                "AllHostsFilter".into(),
+            ],
+            &FilterConfig::default(),
+        )
+        .expect("chain");
+        assert_eq!(chain.names(), vec!["ComputeFilter", "AllHostsFilter"]);
+    }
+
+    #[test]
+    fn every_bad_name_reported_at_once() {
+        let err = build_chain(
+            &["NopeFilter".into(), "JsonFilter".into(), "Other".into()],
+            &FilterConfig::default(),
+        )
+        .expect_err("unknown");
+        assert_eq!(err.unknown, vec!["NopeFilter", "Other"]);
+        assert_eq!(err.not_implemented, vec!["JsonFilter"]);
+        assert!(err.to_string().contains("NopeFilter, Other"));
+    }
+}
