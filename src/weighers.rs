@@ -1,1 +1,56 @@
 // SPDX-License-Identifier: Apache-2.0
+//! nova's host weighers: each returns a raw number per host; the [`WeigherPipeline`]
+//! (nova's `BaseWeightHandler`) clamps, normalizes per weigher over the candidate list,
+//! multiplies by the per-host multiplier and sums.
+
+pub mod aggregate_multiplier;
+pub mod build_failure_weigher;
+pub mod cpu_weigher;
+pub mod cross_cell_weigher;
+pub mod disk_weigher;
+pub mod hypervisor_version_weigher;
+pub mod io_ops_weigher;
+pub mod normalize;
+pub mod num_instances_weigher;
+pub mod pci_weigher;
+pub mod pipeline;
+pub mod ram_weigher;
+pub mod registry;
+pub mod server_group_soft_affinity_weigher;
+pub mod server_group_soft_anti_affinity_weigher;
+
+use crate::model::{HostState, RequestSpec};
+
+pub use pipeline::{WeighedHost, WeigherPipeline};
+pub use registry::{build_pipeline, UnknownWeighers, WeigherConfig};
+
+/// A weigher failed in a way nova reports to the caller (e.g. a required metric is missing).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct WeighError {
+    /// nova exception class, in module `nova.exception`.
+    pub class: &'static str,
+    pub message: String,
+}
+
+/// nova's `BaseHostWeigher`.
+pub trait HostWeigher: Send + Sync {
+    /// nova's class name, e.g. `RAMWeigher`.
+    fn name(&self) -> &'static str;
+
+    /// The raw weight (`_weigh_object`). Higher wins before the multiplier.
+    fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError>;
+
+    /// The multiplier for this host: config, or aggregate metadata override.
+    fn multiplier(&self, host: &HostState) -> f64;
+
+    /// nova's `minval`: raw weights are clamped to it and it is the normalization floor.
+    fn minval(&self) -> Option<f64> {
+        None
+    }
+
+    /// nova's `maxval` (no in-tree weigher sets one).
+    fn maxval(&self) -> Option<f64> {
+        None
+    }
+}

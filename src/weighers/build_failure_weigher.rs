@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `BuildFailureWeigher`: hosts with recent consecutive build failures lose. nova
+//! returns `-1 ×` the configured (or aggregate) multiplier, so an aggregate value of
+//! `1000` means −1000.
+
+use super::aggregate_multiplier::weight_multiplier;
+use super::{HostWeigher, WeighError};
+use crate::model::{HostState, RequestSpec};
+
+pub struct BuildFailureWeigher {
+    /// `[filter_scheduler] build_failure_weight_multiplier` (1000000.0).
+    pub multiplier: f64,
+}
+
+impl BuildFailureWeigher {
+    pub const NAME: &'static str = "BuildFailureWeigher";
+}
+
+impl HostWeigher for BuildFailureWeigher {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
+        Ok(host.failed_builds as f64)
+    }
+
+    fn multiplier(&self, host: &HostState) -> f64 {
+        -weight_multiplier(host, "build_failure_weight_multiplier", self.multiplier)
+    }
+}

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `DiskWeigher`: free disk; positive spreads.
+
+use super::aggregate_multiplier::weight_multiplier;
+use super::{HostWeigher, WeighError};
+use crate::model::{HostState, RequestSpec};
+
+pub struct DiskWeigher {
+    /// `[filter_scheduler] disk_weight_multiplier`.
+    pub multiplier: f64,
+}
+
+impl DiskWeigher {
+    pub const NAME: &'static str = "DiskWeigher";
+}
+
+impl HostWeigher for DiskWeigher {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
+        Ok(host.free_disk_mb as f64)
+    }
+
+    fn multiplier(&self, host: &HostState) -> f64 {
+        weight_multiplier(host, "disk_weight_multiplier", self.multiplier)
+    }
+
+    fn minval(&self) -> Option<f64> {
+        Some(0.0)
+    }
+}

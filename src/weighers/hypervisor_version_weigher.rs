@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `HypervisorVersionWeigher`: newer hypervisors win by default.
+
+use super::aggregate_multiplier::weight_multiplier;
+use super::{HostWeigher, WeighError};
+use crate::model::{HostState, RequestSpec};
+
+pub struct HypervisorVersionWeigher {
+    /// `[filter_scheduler] hypervisor_version_weight_multiplier`.
+    pub multiplier: f64,
+}
+
+impl HypervisorVersionWeigher {
+    pub const NAME: &'static str = "HypervisorVersionWeigher";
+}
+
+impl HostWeigher for HypervisorVersionWeigher {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
+        Ok(host.hypervisor_version.unwrap_or(0) as f64)
+    }
+
+    fn multiplier(&self, host: &HostState) -> f64 {
+        weight_multiplier(
+            host,
+            "hypervisor_version_weight_multiplier",
+            self.multiplier,
+        )
+    }
+}

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+//! nova's `weights.normalize`: map a weight list onto [0, 1].
+//!
+//! `lo`/`hi` are the weigher's `minval`/`maxval` when set, else the list's min/max;
+//! when they are equal every value becomes 0. A weigher with `minval = 0` (RAM, CPU,
+//! Disk, IoOps) therefore normalizes free vCPUs 5,10,20 to 0.25,0.5,1.0, while plain
+//! min/max normalization would give 0,0.33,1.0: same ranking, different weights,
+//! which matters once several weighers are summed.
+
+pub fn normalize(weights: &[f64], minval: Option<f64>, maxval: Option<f64>) -> Vec<f64> {
+    if weights.is_empty() {
+        return Vec::new();
+    }
+    let hi = maxval.unwrap_or_else(|| weights.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    let lo = minval.unwrap_or_else(|| weights.iter().copied().fold(f64::INFINITY, f64::min));
+    if lo == hi {
+        return vec![0.0; weights.len()];
+    }
+    let range = hi - lo;
+    weights.iter().map(|w| (w - lo) / range).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    fn approx(a: &[f64], b: &[f64]) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < 1e-9, "{a:?} != {b:?}");
+        }
+    }
+
+    /// nova's test_weights normalization table.
+    #[test]
+    fn nova_vectors() {
+        approx(&normalize(&[], None, None), &[]);
+        approx(&normalize(&[0.0, 0.0], None, None), &[0.0, 0.0]);
+        approx(&normalize(&[1.0, 1.0], None, None), &[0.0, 0.0]);
+        approx(&normalize(&[20.0, 50.0], None, None), &[0.0, 1.0]);
+        approx(&normalize(&[20.0, 50.0], None, Some(100.0)), &[0.0, 0.375]);
+        approx(&normalize(&[20.0, 50.0], Some(0.0), None), &[0.4, 1.0]);
+        approx(
+            &normalize(&[20.0, 50.0], Some(0.0), Some(100.0)),
+            &[0.2, 0.5],
+        );
+    }
+
+    /// The worked example of the issue: plain min/max versus nova's CPUWeigher floor of 0.
+    #[test]
+    fn worked_example_min_max_versus_floor() {
+        let free = [5.0, 5.0, 10.0, 10.0, 15.0, 20.0, 20.0, 15.0, 10.0, 5.0];
+        let third = 1.0 / 3.0;
+        approx(
+            &normalize(&free, None, None),
+            &[
+                0.0,
+                0.0,
+                third,
+                third,
+                2.0 * third,
+                1.0,
+                1.0,
+                2.0 * third,
+                third,
+                0.0,
+            ],
+        );
+        approx(
+            &normalize(&free, Some(0.0), None),
+            &[0.25, 0.25, 0.5, 0.5, 0.75, 1.0, 1.0, 0.75, 0.5, 0.25],
+        );
+    }
+}

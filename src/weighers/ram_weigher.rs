@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `RAMWeigher`: free RAM; a positive multiplier spreads, a negative one packs.
+
+use super::aggregate_multiplier::weight_multiplier;
+use super::{HostWeigher, WeighError};
+use crate::model::{HostState, RequestSpec};
+
+pub struct RAMWeigher {
+    /// `[filter_scheduler] ram_weight_multiplier`.
+    pub multiplier: f64,
+}
+
+impl RAMWeigher {
+    pub const NAME: &'static str = "RAMWeigher";
+}
+
+impl HostWeigher for RAMWeigher {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
+        Ok(host.free_ram_mb as f64)
+    }
+
+    fn multiplier(&self, host: &HostState) -> f64 {
+        weight_multiplier(host, "ram_weight_multiplier", self.multiplier)
+    }
+
+    fn minval(&self) -> Option<f64> {
+        Some(0.0)
+    }
+}

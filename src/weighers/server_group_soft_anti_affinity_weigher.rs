@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `ServerGroupSoftAntiAffinityWeigher`: hosts holding fewer members of a soft-anti-affinity group win.
+//! The raw weight is -(number of group members on the host).
+
+use super::aggregate_multiplier::weight_multiplier;
+use super::{HostWeigher, WeighError};
+use crate::model::{HostState, RequestSpec};
+
+pub struct ServerGroupSoftAntiAffinityWeigher {
+    /// `[filter_scheduler] soft_anti_affinity_weight_multiplier` (1.0, ≥ 0).
+    pub multiplier: f64,
+}
+
+impl ServerGroupSoftAntiAffinityWeigher {
+    pub const NAME: &'static str = "ServerGroupSoftAntiAffinityWeigher";
+}
+
+impl HostWeigher for ServerGroupSoftAntiAffinityWeigher {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {
+        let Some(group) = &spec.instance_group else {
+            return Ok(0.0);
+        };
+        if group.policy.as_deref() != Some("soft-anti-affinity") {
+            return Ok(0.0);
+        }
+        let members = group
+            .members
+            .iter()
+            .filter(|m| host.instances.contains(*m))
+            .count();
+        Ok(-(members as f64))
+    }
+
+    fn multiplier(&self, host: &HostState) -> f64 {
+        weight_multiplier(
+            host,
+            "soft_anti_affinity_weight_multiplier",
+            self.multiplier,
+        )
+    }
+}
