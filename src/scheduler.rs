@@ -1,1 +1,368 @@
 // SPDX-License-Identifier: Apache-2.0
+//! The decision core: nova's `SchedulerManager._schedule` without the I/O.
+//!
+//! Host states and the request go in; per-instance selections (chosen host plus
+//! alternates) come out. Claims are the one side effect nova interleaves with the
+//! decision (a failed claim moves on to the next host), so they go through the
+//! [`Claimer`] trait, implemented over Placement at the edge and in memory in tests.
+//! No tokio, sqlx or lapin here; randomness comes from the caller's RNG.
+
+use crate::filters::{FilterChain, FilterRequest};
+use crate::model::{HostState, RequestSpec};
+use crate::weighers::{WeighError, WeigherPipeline};
+use chrono::{DateTime, Utc};
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::Rng;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use tracing::debug;
+
+/// Why scheduling stopped.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    /// nova's `NoValidHost`; `reason` is what follows "No valid host was found. ".
+    #[error("No valid host was found. {reason}")]
+    NoValidHost { reason: String },
+    #[error(transparent)]
+    Weigher(#[from] WeighError),
+    #[error(transparent)]
+    Claim(#[from] ClaimError),
+}
+
+/// Errors from the claim side that nova propagates to the caller.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClaimError {
+    #[error("Failed to update allocations for consumer {consumer_uuid}. Error: {error}")]
+    AllocationUpdateFailed {
+        consumer_uuid: String,
+        error: String,
+    },
+    #[error("Failed to delete allocations for consumer {consumer_uuid}. Error: {error}")]
+    AllocationDeleteFailed {
+        consumer_uuid: String,
+        error: String,
+    },
+}
+
+/// Claims resources for an instance on a host (Placement `PUT /allocations`), and
+/// releases the claims of a request that fails later.
+#[allow(async_fn_in_trait)]
+pub trait Claimer {
+    /// `Ok(true)`: claimed; `Ok(false)`: this candidate cannot be claimed, try the next host.
+    async fn claim(
+        &mut self,
+        instance_uuid: &str,
+        host: &HostState,
+        allocation_request: &Value,
+    ) -> Result<bool, ClaimError>;
+    async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError>;
+}
+
+/// Static scheduler settings (from `[scheduler]` and `[filter_scheduler]`).
+#[derive(Debug)]
+pub struct Scheduler {
+    pub filters: FilterChain,
+    pub weighers: WeigherPipeline,
+    /// `host_subset_size`; values below 1 are treated as 1.
+    pub host_subset_size: usize,
+    pub shuffle_best_same_weighed_hosts: bool,
+    /// `[scheduler] max_attempts`: alternates per instance = max_attempts − 1.
+    pub max_attempts: usize,
+}
+
+/// One request to place `instance_uuids` (or `spec.num_instances` on the legacy path).
+pub struct ScheduleRequest {
+    pub spec: RequestSpec,
+    /// `None` on RPC ≤ 4.3: nothing is claimed (nova's legacy path).
+    pub instance_uuids: Option<Vec<String>>,
+    /// True when the host states carry Placement allocation candidates (claim path).
+    pub use_placement: bool,
+    pub return_alternates: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// One destination: an index into the request's host states and, on the claim path,
+/// the allocation request (claimed for the chosen host, unclaimed for alternates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Destination {
+    pub host: usize,
+    pub allocation_request: Option<Value>,
+}
+
+/// The decision: per instance, the chosen host then its alternates; plus the host
+/// states after virtual consumption (the Selections are built from them).
+#[derive(Debug)]
+pub struct ScheduleOutcome {
+    pub destinations: Vec<Vec<Destination>>,
+    pub hosts: Vec<HostState>,
+    /// Instances whose claims were made (for the caller's bookkeeping).
+    pub claimed: Vec<String>,
+}
+
+impl Scheduler {
+    /// nova's `_get_sorted_hosts`: filter, weigh, optionally shuffle the best ties,
+    /// then move a random pick among the best `host_subset_size` to the front.
+    pub fn sorted_hosts<R: Rng + ?Sized>(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        index: usize,
+        now: DateTime<Utc>,
+        rng: &mut R,
+    ) -> Result<Vec<usize>, ScheduleError> {
+        let filtered = self.narrow_and_filter(hosts, candidates, spec, index, now);
+        if filtered.is_empty() {
+            return Ok(Vec::new());
+        }
+        let weighed = self.weighers.weigh(hosts, &filtered, spec)?;
+        let mut order: Vec<usize> = weighed.iter().map(|w| w.index).collect();
+        if self.shuffle_best_same_weighed_hosts {
+            let best = weighed
+                .iter()
+                .take_while(|w| w.weight == weighed[0].weight)
+                .count();
+            order[..best].shuffle(rng);
+        }
+        let subset = self.host_subset_size.max(1).min(order.len());
+        let chosen = *order[..subset].choose(rng).unwrap_or(&order[0]);
+        order.retain(|&i| i != chosen);
+        order.insert(0, chosen);
+        debug!(hosts = ?order.iter().map(|&i| &hosts[i].host).collect::<Vec<_>>(), "Weighed hosts");
+        Ok(order)
+    }
+
+    /// nova's `HostManager.get_filtered_hosts`: requested destination, ignore/force
+    /// lists, then the filter chain (skipped entirely when hosts were forced, unless
+    /// the request is a rebuild check).
+    fn narrow_and_filter(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        index: usize,
+        now: DateTime<Utc>,
+    ) -> Vec<usize> {
+        let mut current: Vec<usize> = candidates.to_vec();
+        if let Some(dest) = &spec.requested_destination {
+            if let Some(want_host) = &dest.host {
+                current.retain(|&i| {
+                    hosts[i].host == *want_host
+                        && dest
+                            .node
+                            .as_ref()
+                            .map_or(true, |n| n.is_empty() || hosts[i].nodename == *n)
+                });
+            }
+        }
+        let forced = !spec.force_hosts.is_empty() || !spec.force_nodes.is_empty();
+        if !spec.ignore_hosts.is_empty() || forced {
+            let ignore: BTreeSet<String> =
+                spec.ignore_hosts.iter().map(|h| h.to_lowercase()).collect();
+            current.retain(|&i| !ignore.contains(&hosts[i].host.to_lowercase()));
+            if current.is_empty() {
+                return current;
+            }
+            if !spec.force_hosts.is_empty() {
+                let force: BTreeSet<String> =
+                    spec.force_hosts.iter().map(|h| h.to_lowercase()).collect();
+                current.retain(|&i| force.contains(&hosts[i].host.to_lowercase()));
+            }
+            if !spec.force_nodes.is_empty() {
+                current.retain(|&i| spec.force_nodes.contains(&hosts[i].nodename));
+            }
+            let check_type = spec.hint("_nova_check_type").is_some_and(|v| !v.is_empty());
+            if forced && !check_type {
+                return current;
+            }
+        }
+        let req = FilterRequest {
+            spec,
+            now,
+            index,
+            is_rebuild: spec.is_rebuild(),
+        };
+        self.filters.run(hosts, &current, &req).0
+    }
+
+    /// nova's `_schedule`: per instance, sort the previous instance's hosts, claim
+    /// on the first host that accepts, consume; then check sufficiency (releasing
+    /// every claim of the request on failure) and build alternates.
+    pub async fn schedule<C: Claimer, R: Rng + ?Sized>(
+        &self,
+        mut hosts: Vec<HostState>,
+        mut req: ScheduleRequest,
+        claimer: &mut C,
+        rng: &mut R,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        let num_instances = match &req.instance_uuids {
+            Some(uuids) if !uuids.is_empty() => uuids.len(),
+            _ => req.spec.num_instances.max(0) as usize,
+        };
+        let num_alts = if req.return_alternates {
+            self.max_attempts.saturating_sub(1)
+        } else {
+            0
+        };
+        let claiming = req.use_placement && req.instance_uuids.is_some();
+        let mut candidates: Vec<usize> = (0..hosts.len()).collect();
+        let mut selected: Vec<Destination> = Vec::new();
+        let mut claimed: Vec<String> = Vec::new();
+        let mut last_index = 0;
+        for num in 0..num_instances {
+            last_index = num;
+            let uuid = req
+                .instance_uuids
+                .as_ref()
+                .and_then(|u| u.get(num))
+                .cloned();
+            if let Some(u) = &uuid {
+                req.spec.instance_uuid = Some(u.clone());
+            }
+            candidates = self.sorted_hosts(&hosts, &candidates, &req.spec, num, req.now, rng)?;
+            if candidates.is_empty() {
+                break;
+            }
+            let pick = if claiming {
+                let uuid = uuid.clone().unwrap_or_default();
+                match self.claim_first(&hosts, &candidates, &uuid, claimer).await {
+                    Ok(Some(pick)) => {
+                        claimed.push(uuid);
+                        pick
+                    }
+                    Ok(None) => {
+                        debug!("Unable to successfully claim against any host.");
+                        break;
+                    }
+                    Err(e) => {
+                        // nova leaves earlier claims behind here; we release them.
+                        claimer.release(&claimed).await?;
+                        return Err(e.into());
+                    }
+                }
+            } else {
+                Destination {
+                    host: candidates[0],
+                    allocation_request: None,
+                }
+            };
+            self.consume(
+                &mut hosts[pick.host],
+                &mut req.spec,
+                uuid.as_deref(),
+                req.now,
+            );
+            selected.push(pick);
+        }
+        if selected.len() < num_instances {
+            debug!(
+                hosts = selected.len(),
+                required = num_instances,
+                "There are not enough hosts available"
+            );
+            claimer.release(&claimed).await?;
+            return Err(ScheduleError::NoValidHost {
+                reason: "There are not enough hosts available.".into(),
+            });
+        }
+        if last_index > 0 && num_alts > 0 {
+            candidates =
+                self.sorted_hosts(&hosts, &candidates, &req.spec, last_index, req.now, rng)?;
+        }
+        let destinations = self.with_alternates(&hosts, &candidates, selected, num_alts, claiming);
+        Ok(ScheduleOutcome {
+            destinations,
+            hosts,
+            claimed,
+        })
+    }
+
+    /// Walks the sorted hosts and claims the first candidate of the first host that accepts.
+    async fn claim_first<C: Claimer>(
+        &self,
+        hosts: &[HostState],
+        sorted: &[usize],
+        uuid: &str,
+        claimer: &mut C,
+    ) -> Result<Option<Destination>, ClaimError> {
+        for &i in sorted {
+            let Some(candidate) = hosts[i].allocation_candidates.first() else {
+                debug!(host = %hosts[i].host, "host has no allocation candidate left; skipped");
+                continue;
+            };
+            if claimer.claim(uuid, &hosts[i], candidate).await? {
+                return Ok(Some(Destination {
+                    host: i,
+                    allocation_request: Some(candidate.clone()),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// nova's `consume_from_request` + `_consume_selected_host`.
+    fn consume(
+        &self,
+        host: &mut HostState,
+        spec: &mut RequestSpec,
+        instance_uuid: Option<&str>,
+        now: DateTime<Utc>,
+    ) {
+        let f = &spec.flavor;
+        host.consume(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus, now);
+        if let Some(group) = spec.instance_group.as_mut() {
+            group.hosts.push(host.host.clone());
+            if let Some(uuid) = instance_uuid {
+                if !host.instances.contains(uuid) {
+                    Arc::make_mut(&mut host.instances).insert(uuid.to_string());
+                }
+            }
+        }
+    }
+
+    /// nova's `_get_alternate_hosts`: each selection plus up to `num_alts` hosts of
+    /// the same cell that were not selected for this request (and still have a
+    /// candidate, on the Placement path), each with its first candidate.
+    fn with_alternates(
+        &self,
+        hosts: &[HostState],
+        sorted: &[usize],
+        selected: Vec<Destination>,
+        num_alts: usize,
+        placement: bool,
+    ) -> Vec<Vec<Destination>> {
+        let chosen: BTreeSet<usize> = selected.iter().map(|d| d.host).collect();
+        selected
+            .into_iter()
+            .map(|main| {
+                let cell = hosts[main.host].cell_uuid.clone();
+                let mut list = vec![main];
+                for &i in sorted {
+                    if list.len() >= num_alts + 1 {
+                        break;
+                    }
+                    if hosts[i].cell_uuid != cell || chosen.contains(&i) {
+                        continue;
+                    }
+                    let allocation_request = if placement {
+                        match hosts[i].allocation_candidates.first() {
+                            Some(c) => Some(c.clone()),
+                            None => continue,
+                        }
+                    } else {
+                        None
+                    };
+                    list.push(Destination {
+                        host: i,
+                        allocation_request,
+                    });
+                }
+                list
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
