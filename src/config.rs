@@ -1,1 +1,334 @@
 // SPDX-License-Identifier: Apache-2.0
+//! nova.conf with oslo.config semantics, typed sections with nova's defaults.
+//!
+//! - [`ini`]: oslo's INI dialect and the store of every value with its file and line.
+//! - [`reader`]: oslo's option types (Boolean, Integer, Float, List, MultiString).
+//! - [`sections`], [`scheduler`], [`rabbit`]: one struct per group the scheduler reads.
+//! - [`transport_url`]: `[DEFAULT] transport_url` → broker addresses.
+//! - [`db_url`]: SQLAlchemy URLs → sqlx URLs, and cell-mapping URL templates.
+//! - [`cli`]: the command line and oslo's default file search.
+//!
+//! Operators share one nova.conf between every nova service, so unknown groups and unknown
+//! options are not errors: they are kept in [`Config::raw`]. A bad value of an option the
+//! scheduler reads stops startup; every such error is collected before failing, and each
+//! names file, line, group, option and value (secrets masked).
+//!
+//! Where nova has no lower bound but a negative value makes no sense (timeouts, intervals,
+//! counts), the option is unsigned here and a negative value is an error.
+
+use std::path::{Path, PathBuf};
+
+pub mod cli;
+pub mod db_url;
+pub mod error;
+pub mod ini;
+pub mod rabbit;
+pub mod reader;
+pub mod scheduler;
+pub mod sections;
+pub mod transport_url;
+
+pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource};
+pub use db_url::{format_cell_url, DbUrl};
+pub use error::{mask_url, ConfigError, Location, Secret, ValueSource};
+pub use ini::{RawConfig, RawValue};
+pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
+pub use scheduler::{FilterSchedulerSection, MetricsSection, SchedulerSection};
+pub use sections::{
+    ComputeSection, DatabaseSection, DefaultSection, NovaNotificationsSection, PlacementSection,
+    UpgradeLevelsSection, WorkaroundsSection,
+};
+pub use transport_url::{BrokerAddress, TransportUrl};
+
+/// The whole configuration the scheduler reads.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `[DEFAULT]`.
+    pub default: DefaultSection,
+    /// `[DEFAULT] transport_url`, parsed.
+    pub transport: TransportUrl,
+    /// `[oslo_messaging_rabbit]`, with the transport URL's query overrides applied.
+    pub oslo_messaging_rabbit: RabbitSection,
+    /// `[oslo_messaging_notifications]`.
+    pub oslo_messaging_notifications: NotificationsSection,
+    /// `[database]`: the scheduler's own database (usually cell0).
+    pub database: DatabaseSection,
+    /// `[api_database]`: the API database (cell and host mappings, request specs).
+    pub api_database: DatabaseSection,
+    /// `[database] connection`, parsed (with `connection_parameters` appended).
+    pub database_url: Option<DbUrl>,
+    /// `[api_database] connection`, parsed (with `connection_parameters` appended).
+    pub api_database_url: Option<DbUrl>,
+    /// `[placement]`.
+    pub placement: PlacementSection,
+    /// `[scheduler]`.
+    pub scheduler: SchedulerSection,
+    /// `[filter_scheduler]`.
+    pub filter_scheduler: FilterSchedulerSection,
+    /// `[metrics]`.
+    pub metrics: MetricsSection,
+    /// `[workarounds]`.
+    pub workarounds: WorkaroundsSection,
+    /// `[upgrade_levels]`.
+    pub upgrade_levels: UpgradeLevelsSection,
+    /// `[notifications]`.
+    pub notifications: NovaNotificationsSection,
+    /// `[compute]`.
+    pub compute: ComputeSection,
+    raw: RawConfig,
+}
+
+/// Reads every source in order (see [`cli`] for the order oslo uses).
+pub fn load_sources(sources: &[ConfigSource]) -> Result<Config, ConfigError> {
+    let mut raw = RawConfig::new();
+    let mut errors = Vec::new();
+    for source in sources {
+        read_source(source, &mut raw, &mut errors);
+    }
+    Config::from_raw(raw, errors)
+}
+
+/// Reads `config_files` in order, then the `*.conf` files of each of `config_dirs` in
+/// sorted order; later values override earlier ones. A missing file or directory is an
+/// error naming it.
+pub fn load(config_files: &[PathBuf], config_dirs: &[PathBuf]) -> Result<Config, ConfigError> {
+    let sources: Vec<ConfigSource> = config_files
+        .iter()
+        .cloned()
+        .map(ConfigSource::File)
+        .chain(config_dirs.iter().cloned().map(ConfigSource::Dir))
+        .collect();
+    load_sources(&sources)
+}
+
+/// Loads what a command line names, with oslo's defaults (`/etc/nova/nova.conf`, ...) when
+/// it names no file, and applies `--debug`/`--nodebug`.
+pub fn load_from_cli(cli: &CliArgs) -> Result<Config, ConfigError> {
+    let mut config = load_sources(&cli.effective_sources())?;
+    if let Some(debug) = cli.debug {
+        config.default.debug = debug;
+    }
+    Ok(config)
+}
+
+/// Parses one INI text (named `<string>` in errors); for tests and tools.
+pub fn from_ini_str(s: &str) -> Result<Config, ConfigError> {
+    let mut raw = RawConfig::new();
+    let errors = raw.add_str("<string>", s).err().unwrap_or_default();
+    Config::from_raw(raw, errors)
+}
+
+fn read_file(path: &Path, raw: &mut RawConfig, errors: &mut Vec<ConfigError>) {
+    let io = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => {
+                if let Err(e) = raw.add_str(&path.display().to_string(), &text) {
+                    errors.extend(e);
+                }
+            }
+            Err(_) => errors.push(io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not UTF-8 text",
+            ))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            errors.push(ConfigError::FileNotFound(path.to_path_buf()))
+        }
+        Err(e) => errors.push(io(e)),
+    }
+}
+
+/// The `*.conf` files of a directory (not hidden ones, as Python's glob), sorted.
+fn dir_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.ends_with(".conf") && !name.starts_with('.') && p.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn read_source(source: &ConfigSource, raw: &mut RawConfig, errors: &mut Vec<ConfigError>) {
+    match source {
+        ConfigSource::File(path) => read_file(&cli::expand_home(path), raw, errors),
+        ConfigSource::Dir(dir) => {
+            let dir = cli::expand_home(dir);
+            match dir_files(&dir) {
+                Ok(files) => files.iter().for_each(|f| read_file(f, raw, errors)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    errors.push(ConfigError::DirNotFound(dir))
+                }
+                Err(e) => errors.push(ConfigError::Io {
+                    path: dir,
+                    source: e,
+                }),
+            }
+        }
+        ConfigSource::Optional(inner) => {
+            let path = match &**inner {
+                ConfigSource::File(p) | ConfigSource::Dir(p) => cli::expand_home(p),
+                ConfigSource::Optional(_) => return,
+            };
+            if path.exists() {
+                read_source(inner, raw, errors);
+            }
+        }
+    }
+}
+
+/// An error about a URL-valued option, showing the URL with its password masked.
+fn url_error(raw: &RawConfig, group: &str, option: &str, url: &str, reason: String) -> ConfigError {
+    match raw.get(group, option) {
+        Some(v) => ConfigError::Value {
+            origin: ValueSource::File(v.location.clone()),
+            group: group.to_string(),
+            option: option.to_string(),
+            value: mask_url(url),
+            reason,
+        },
+        None => ConfigError::Invalid {
+            group: group.to_string(),
+            option: option.to_string(),
+            reason,
+        },
+    }
+}
+
+/// Parses a `[database]`-style section's URL; `None` when unset or empty.
+fn parse_database_url(
+    raw: &RawConfig,
+    group: &str,
+    section: &DatabaseSection,
+    errors: &mut Vec<ConfigError>,
+) -> Option<DbUrl> {
+    let text = section.connection.as_ref()?.expose();
+    if text.trim().is_empty() {
+        return None;
+    }
+    let parsed = DbUrl::parse(text).and_then(|mut url| {
+        if !url.is_mysql() {
+            return Err(format!(
+                "unsupported database {:?}: only MySQL/MariaDB URLs are supported",
+                url.backend()
+            ));
+        }
+        url.append_parameters(&section.connection_parameters);
+        Ok(url)
+    });
+    parsed
+        .map_err(|reason| errors.push(url_error(raw, group, "connection", text, reason)))
+        .ok()
+}
+
+impl Config {
+    /// Builds the typed configuration from parsed files; `errors` are errors found while
+    /// reading them, reported together with any bad value.
+    pub fn from_raw(raw: RawConfig, mut errors: Vec<ConfigError>) -> Result<Config, ConfigError> {
+        let default = DefaultSection::read(&raw, &mut errors);
+        let url = default.transport_url.expose();
+        let transport = TransportUrl::parse(url).unwrap_or_else(|reason| {
+            errors.push(url_error(&raw, "DEFAULT", "transport_url", url, reason));
+            TransportUrl::default()
+        });
+        let mut unknown: Vec<&String> = transport
+            .query
+            .keys()
+            .filter(|k| !RABBIT_OPTIONS.contains(&k.as_str()))
+            .collect();
+        unknown.sort();
+        for key in unknown {
+            errors.push(url_error(
+                &raw,
+                "DEFAULT",
+                "transport_url",
+                url,
+                format!("query parameter {key:?} is not an [oslo_messaging_rabbit] option"),
+            ));
+        }
+        let oslo_messaging_rabbit = RabbitSection::read(&raw, &transport.query, &mut errors);
+        let database = DatabaseSection::read(&raw, "database", &mut errors);
+        let api_database = DatabaseSection::read(&raw, "api_database", &mut errors);
+        let database_url = parse_database_url(&raw, "database", &database, &mut errors);
+        let api_database_url = parse_database_url(&raw, "api_database", &api_database, &mut errors);
+        let config = Config {
+            oslo_messaging_notifications: NotificationsSection::read(&raw, &mut errors),
+            placement: PlacementSection::read(&raw, &mut errors),
+            scheduler: SchedulerSection::read(&raw, &mut errors),
+            filter_scheduler: FilterSchedulerSection::read(&raw, &mut errors),
+            metrics: MetricsSection::read(&raw, &mut errors),
+            workarounds: WorkaroundsSection::read(&raw, &mut errors),
+            upgrade_levels: UpgradeLevelsSection::read(&raw, &mut errors),
+            notifications: NovaNotificationsSection::read(&raw, &mut errors),
+            compute: ComputeSection::read(&raw, &mut errors),
+            default,
+            transport,
+            oslo_messaging_rabbit,
+            database,
+            api_database,
+            database_url,
+            api_database_url,
+            raw,
+        };
+        ConfigError::from_list(errors)?;
+        Ok(config)
+    }
+
+    /// Every value of every file, including groups and options no section models.
+    pub fn raw(&self) -> &RawConfig {
+        &self.raw
+    }
+
+    /// The files read, in order.
+    pub fn files(&self) -> Vec<&str> {
+        self.raw.files()
+    }
+
+    /// Options set in the files that this daemon accepts but does not use, as
+    /// `[group] option` (today: `[oslo_messaging_rabbit]` options oslo.messaging 18.1.0 no
+    /// longer has, such as `heartbeat_in_pthread`). The caller logs them at startup.
+    pub fn ignored_options(&self) -> Vec<String> {
+        RabbitSection::unknown_options(&self.raw)
+            .into_iter()
+            .map(|k| format!("[oslo_messaging_rabbit] {k}"))
+            .collect()
+    }
+
+    /// Everything worth a warning at startup: ignored options, hosts of the transport URL
+    /// with and without credentials, database URL parameters not passed to the driver.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .ignored_options()
+            .into_iter()
+            .map(|o| format!("option {o} is accepted but not used"))
+            .collect();
+        if self.transport.mixed_credentials {
+            out.push(
+                "[DEFAULT] transport_url: all hosts should be set with username/password or \
+                 none of them; hosts without credentials use guest/guest"
+                    .to_string(),
+            );
+        }
+        for (group, url) in [
+            ("database", &self.database_url),
+            ("api_database", &self.api_database_url),
+        ] {
+            for param in url.iter().flat_map(|u| u.unmapped_params()) {
+                out.push(format!(
+                    "[{group}] connection: parameter {param:?} is not passed to the database driver"
+                ));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;
