@@ -78,9 +78,11 @@ pub struct Config {
     raw: RawConfig,
 }
 
-/// Reads every source in order (see [`cli`] for the order oslo uses).
+/// Reads every source in order (see [`cli`] for the order oslo uses); `OS_<GROUP>__<OPTION>`
+/// environment variables override the files, as in oslo.config.
 pub fn load_sources(sources: &[ConfigSource]) -> Result<Config, ConfigError> {
     let mut raw = RawConfig::new();
+    raw.set_env(std::env::vars());
     let mut errors = Vec::new();
     for source in sources {
         read_source(source, &mut raw, &mut errors);
@@ -111,7 +113,8 @@ pub fn load_from_cli(cli: &CliArgs) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-/// Parses one INI text (named `<string>` in errors); for tests and tools.
+/// Parses one INI text (named `<string>` in errors; the environment is not read); for
+/// tests and tools.
 pub fn from_ini_str(s: &str) -> Result<Config, ConfigError> {
     let mut raw = RawConfig::new();
     let errors = raw.add_str("<string>", s).err().unwrap_or_default();

@@ -34,6 +34,9 @@ pub enum ValueSource {
     File(Location),
     /// A query parameter of `[DEFAULT] transport_url`, which overrides the option.
     TransportUrlQuery,
+    /// An `OS_<GROUP>__<OPTION>` environment variable (oslo.config reads them before the
+    /// files).
+    Environment(String),
 }
 
 impl fmt::Display for ValueSource {
@@ -41,6 +44,7 @@ impl fmt::Display for ValueSource {
         match self {
             ValueSource::File(loc) => loc.fmt(f),
             ValueSource::TransportUrlQuery => f.write_str("[DEFAULT] transport_url query"),
+            ValueSource::Environment(name) => write!(f, "environment {name}"),
         }
     }
 }

@@ -51,6 +51,8 @@ struct ParsedFile {
 #[derive(Clone, Default)]
 pub struct RawConfig {
     files: Vec<(Arc<str>, ParsedFile)>,
+    /// `OS_<GROUP>__<OPTION>` environment variables, which win over the files.
+    env: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for RawConfig {
@@ -82,6 +84,22 @@ impl RawConfig {
     /// An empty store (every option at its default).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Takes oslo.config's environment overrides from `vars` (those named
+    /// `OS_<GROUP>__<OPTION>`, e.g. `OS_DEFAULT__TRANSPORT_URL`).
+    pub fn set_env(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        self.env = vars
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("OS_") && k.contains("__"))
+            .collect();
+    }
+
+    /// The environment variable that overrides `[group] option`, if set: its name and value.
+    pub fn env(&self, group: &str, option: &str) -> Option<(String, &str)> {
+        let name = format!("OS_{}__{}", group.to_uppercase(), option.to_uppercase());
+        let value = self.env.get(&name)?;
+        Some((name, value.as_str()))
     }
 
     /// Parses one file's text and appends it after the files already read. `name` is used
@@ -218,6 +236,9 @@ impl RawConfig {
             None => vec![(group, name), ("DEFAULT", name)],
         };
         for (g, key) in candidates {
+            if let Some((_, v)) = self.env(g, key) {
+                return self.substitute_depth(g, v, depth + 1);
+            }
             if let Some(v) = self.get(g, key) {
                 return self.substitute_depth(g, &v.value, depth + 1);
             }

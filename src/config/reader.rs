@@ -192,12 +192,17 @@ impl<'a> Reader<'a> {
                 source: ValueSource::TransportUrlQuery,
             });
         }
-        let raw = self.raw.get_first(&self.names(option))?;
-        let source = ValueSource::File(raw.location.clone());
-        match self.raw.substitute(self.group, &raw.value) {
+        let (source, value) = match self.raw.env(self.group, option) {
+            Some((name, value)) => (ValueSource::Environment(name), value),
+            None => {
+                let raw = self.raw.get_first(&self.names(option))?;
+                (ValueSource::File(raw.location.clone()), raw.value.as_str())
+            }
+        };
+        match self.raw.substitute(self.group, value) {
             Ok(text) => Some(Found { text, source }),
             Err(reason) => {
-                let value = raw.value.clone();
+                let value = value.to_string();
                 self.error(option, source, &value, reason);
                 None
             }
@@ -341,6 +346,9 @@ impl<'a> Reader<'a> {
     pub fn multi(&mut self, option: &'static str, default: &[&str]) -> Vec<String> {
         if let Some(text) = self.overrides.and_then(|o| o.get(option)) {
             return vec![text.clone()];
+        }
+        if self.raw.env(self.group, option).is_some() {
+            return self.opt_string(option).into_iter().collect();
         }
         let names = self.names(option);
         let raws = self.raw.get_all(&names);

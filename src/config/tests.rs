@@ -337,6 +337,38 @@ fn rabbit_cross_checks_and_deprecated_name() {
 }
 
 #[test]
+fn environment_overrides_files() {
+    let mut raw = RawConfig::new();
+    raw.add_str(
+        "n.conf",
+        "[scheduler]\nmax_attempts = 5\n[DEFAULT]\nhost = a\n",
+    )
+    .unwrap();
+    raw.set_env([
+        ("OS_SCHEDULER__MAX_ATTEMPTS".to_string(), "7".to_string()),
+        (
+            "OS_FILTER_SCHEDULER__AVAILABLE_FILTERS".to_string(),
+            "x.Y".to_string(),
+        ),
+        (
+            "OS_DEFAULT__TRANSPORT_URL".to_string(),
+            "rabbit://u:p@$host/".to_string(),
+        ),
+        ("PATH".to_string(), "/bin".to_string()),
+    ]);
+    let c = Config::from_raw(raw.clone(), Vec::new()).unwrap();
+    assert_eq!(c.scheduler.max_attempts, 7);
+    assert_eq!(c.filter_scheduler.available_filters, vec!["x.Y"]);
+    assert_eq!(c.transport.hosts[0].host, "a");
+    raw.set_env([("OS_SCHEDULER__WORKERS".to_string(), "many".to_string())]);
+    let err = Config::from_raw(raw, Vec::new()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "environment OS_SCHEDULER__WORKERS: [scheduler] workers = \"many\": not an integer"
+    );
+}
+
+#[test]
 fn empty_values() {
     // Empty numbers mean "unset" in oslo: the default stays. Empty strings are values.
     let c = from_ini_str(
