@@ -30,7 +30,7 @@ pub mod transport_url;
 
 pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource};
 pub use db_url::{format_cell_url, DbUrl};
-pub use error::{mask_url, ConfigError, Location, Secret, ValueSource};
+pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
 pub use ini::{RawConfig, RawValue};
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
 pub use scheduler::{FilterSchedulerSection, MetricsSection, SchedulerSection};
@@ -190,13 +190,13 @@ fn read_source(source: &ConfigSource, raw: &mut RawConfig, errors: &mut Vec<Conf
 /// An error about a URL-valued option, showing the URL with its password masked.
 fn url_error(raw: &RawConfig, group: &str, option: &str, url: &str, reason: String) -> ConfigError {
     match raw.get(group, option) {
-        Some(v) => ConfigError::Value {
+        Some(v) => ConfigError::Value(Box::new(BadValue {
             origin: ValueSource::File(v.location.clone()),
             group: group.to_string(),
             option: option.to_string(),
             value: mask_url(url),
             reason,
-        },
+        })),
         None => ConfigError::Invalid {
             group: group.to_string(),
             option: option.to_string(),

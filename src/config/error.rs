@@ -77,19 +77,8 @@ pub enum ConfigError {
         message: String,
     },
     /// An option value that does not convert to the option's type or is out of range.
-    #[error("{origin}: [{group}] {option} = {value:?}: {reason}")]
-    Value {
-        /// Where the value was written.
-        origin: ValueSource,
-        /// Option group as nova names it (`DEFAULT`, `scheduler`, ...).
-        group: String,
-        /// Option name.
-        option: String,
-        /// The value as written, or `****` for secret options.
-        value: String,
-        /// Why it was rejected.
-        reason: String,
-    },
+    #[error("{0}")]
+    Value(Box<BadValue>),
     /// A problem with a combination of options, or a value without a single location.
     #[error("[{group}] {option}: {reason}")]
     Invalid {
@@ -106,6 +95,32 @@ pub enum ConfigError {
     /// Several errors, in the order they were found.
     #[error("{} configuration errors:\n{}", .0.len(), list(.0))]
     Many(Vec<ConfigError>),
+}
+
+/// A rejected option value (see [`ConfigError::Value`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadValue {
+    /// Where the value was written.
+    pub origin: ValueSource,
+    /// Option group as nova names it (`DEFAULT`, `scheduler`, ...).
+    pub group: String,
+    /// Option name.
+    pub option: String,
+    /// The value as written, or `****` (or the URL with its password masked) for secret
+    /// options.
+    pub value: String,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+impl fmt::Display for BadValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: [{}] {} = {:?}: {}",
+            self.origin, self.group, self.option, self.value, self.reason
+        )
+    }
 }
 
 fn list(errors: &[ConfigError]) -> String {

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use super::error::{ConfigError, ValueSource, MASK};
+use super::error::{BadValue, ConfigError, ValueSource, MASK};
 use super::ini::RawConfig;
 
 /// Parses an oslo Boolean.
@@ -215,13 +215,13 @@ impl<'a> Reader<'a> {
         } else {
             value.to_string()
         };
-        self.errors.push(ConfigError::Value {
+        self.errors.push(ConfigError::Value(Box::new(BadValue {
             origin: source,
             group: self.group.to_string(),
             option: option.to_string(),
             value,
             reason,
-        });
+        })));
     }
 
     /// Converts the value of `option` with `convert`; `None` when unset or bad (the bad
