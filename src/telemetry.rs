@@ -1,1 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
+//! Logging: `tracing` to stderr. `RUST_LOG` wins; otherwise `info`, or `debug` when
+//! nova.conf sets `[DEFAULT] debug = true`.
+
+use tracing_subscriber::EnvFilter;
+
+pub fn init(debug: bool) {
+    let default = if debug { "debug" } else { "info" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    // A second init (tests) is harmless: keep the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
