@@ -196,19 +196,36 @@ pub fn mask_url(url: &str) -> String {
         }
         _ => path_start,
     };
-    let masked: Vec<String> = rest[..authority_end]
-        .split(',')
-        .map(|element| match element.rfind('@') {
+    // After a `user:pass` element cut off by a `,` written unencoded in a password, the
+    // rest of that password stands before the next `@`: mask it too.
+    let mut password_cut = false;
+    let mut masked: Vec<String> = Vec::new();
+    for element in rest[..authority_end].split(',') {
+        let shown = match element.rfind('@') {
             Some(at) => {
                 let userinfo = &element[..at];
                 match userinfo.find(':') {
                     Some(colon) => format!("{}:{MASK}{}", &userinfo[..colon], &element[at..]),
+                    None if password_cut => format!("{MASK}{}", &element[at..]),
                     None => element.to_string(),
                 }
             }
-            None => element.to_string(),
-        })
-        .collect();
+            // A port is digits; anything else after `:` may be a password.
+            None => match element.rsplit_once(':') {
+                Some((head, tail))
+                    if !element.starts_with('[') && !tail.chars().all(|c| c.is_ascii_digit()) =>
+                {
+                    password_cut = true;
+                    masked.push(format!("{head}:{MASK}"));
+                    continue;
+                }
+                _ if password_cut => MASK.to_string(),
+                _ => element.to_string(),
+            },
+        };
+        password_cut = password_cut && !element.contains('@');
+        masked.push(shown);
+    }
     format!(
         "{}{}{}",
         &url[..rest_start],
@@ -241,6 +258,15 @@ mod tests {
         );
         assert_eq!(mask_url("mysql://nova@db/nova"), "mysql://nova@db/nova");
         assert_eq!(mask_url("rabbit://"), "rabbit://");
+        assert_eq!(mask_url("rabbit://u:pa,ss@h/"), "rabbit://u:****,****@h/");
+        assert_eq!(
+            mask_url("rabbit://u:a,b,c@h,x@y/"),
+            "rabbit://u:****,****,****@h,x@y/"
+        );
+        assert_eq!(
+            mask_url("rabbit://h:5672,[::1]:5673/"),
+            "rabbit://h:5672,[::1]:5673/"
+        );
     }
 
     #[test]
