@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Rows of a cell database and nova's `HostState._update_from_compute_node` on them.
+//! Pure: no I/O here.
+
+use super::StateOptions;
+use crate::model::{Aggregate, HostState, ServiceInfo};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The `services` columns the scheduler reads.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ServiceRow {
+    pub id: i64,
+    pub host: Option<String>,
+    pub disabled: Option<bool>,
+    pub disabled_reason: Option<String>,
+    pub forced_down: Option<bool>,
+    pub last_seen_up: Option<NaiveDateTime>,
+    pub created_at: Option<NaiveDateTime>,
+    pub updated_at: Option<NaiveDateTime>,
+    pub version: Option<i64>,
+}
+
+/// The `compute_nodes` columns the scheduler reads.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ComputeNodeRow {
+    pub id: i64,
+    pub host: Option<String>,
+    pub hypervisor_hostname: Option<String>,
+    pub uuid: Option<String>,
+    pub vcpus: i64,
+    pub vcpus_used: i64,
+    pub memory_mb: i64,
+    pub free_ram_mb: Option<i64>,
+    pub local_gb: i64,
+    pub local_gb_used: i64,
+    pub free_disk_gb: Option<i64>,
+    pub disk_available_least: Option<i64>,
+    pub hypervisor_type: Option<String>,
+    pub hypervisor_version: Option<i64>,
+    pub cpu_info: Option<String>,
+    pub host_ip: Option<String>,
+    pub supported_instances: Option<String>,
+    pub metrics: Option<String>,
+    pub pci_stats: Option<String>,
+    pub numa_topology: Option<String>,
+    pub stats: Option<String>,
+    pub cpu_allocation_ratio: Option<f64>,
+    pub ram_allocation_ratio: Option<f64>,
+    pub disk_allocation_ratio: Option<f64>,
+    pub updated_at: Option<NaiveDateTime>,
+}
+
+/// What one cell answered for a request.
+pub(super) struct CellRows {
+    pub cell_uuid: String,
+    pub services: Vec<ServiceRow>,
+    pub nodes: Vec<ComputeNodeRow>,
+    /// `(host, instance uuid)` pairs of live instances on the nodes' hosts.
+    pub instances: Vec<(String, String)>,
+}
+
+impl CellRows {
+    pub fn instances_by_host(&self) -> HashMap<String, Arc<BTreeSet<String>>> {
+        let mut by_host: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (host, uuid) in &self.instances {
+            by_host
+                .entry(host.clone())
+                .or_default()
+                .insert(uuid.clone());
+        }
+        by_host.into_iter().map(|(h, s)| (h, Arc::new(s))).collect()
+    }
+}
+
+/// `[DEFAULT] x_allocation_ratio` and `initial_x_allocation_ratio` for the three ratios.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RatioDefaults {
+    pub cpu: f64,
+    pub ram: f64,
+    pub disk: f64,
+}
+
+impl RatioDefaults {
+    /// nova's `r if r else init_x_ratio`: an unset or 0.0 option falls back to the
+    /// `initial_` one.
+    pub fn from_options(opts: &StateOptions) -> Self {
+        let pick = |r: Option<f64>, init: f64| r.filter(|v| *v != 0.0).unwrap_or(init);
+        RatioDefaults {
+            cpu: pick(opts.cpu_allocation_ratio, opts.initial_cpu_allocation_ratio),
+            ram: pick(opts.ram_allocation_ratio, opts.initial_ram_allocation_ratio),
+            disk: pick(
+                opts.disk_allocation_ratio,
+                opts.initial_disk_allocation_ratio,
+            ),
+        }
+    }
+}
+
+/// A ratio column as `ComputeNode._from_db_object` sees it: NULL or 0.0 take the
+/// configured value. nova also writes that value back to the cell database; we do
+/// not, because the daemon stays read-only on cell databases (for now).
+fn ratio(column: Option<f64>, default: f64) -> f64 {
+    column.filter(|v| *v != 0.0).unwrap_or(default)
+}
+
+/// One HostState from a compute node, its service, aggregates and instances.
+pub(super) fn host_state(
+    node: ComputeNodeRow,
+    service: &ServiceRow,
+    cell_uuid: &str,
+    ratios: &RatioDefaults,
+    aggregates: Vec<Arc<Aggregate>>,
+    instances: Arc<BTreeSet<String>>,
+) -> HostState {
+    let mut state = HostState {
+        host: node.host.clone().unwrap_or_default(),
+        nodename: node.hypervisor_hostname.clone().unwrap_or_default(),
+        cell_uuid: cell_uuid.to_string(),
+        aggregates,
+        instances,
+        service: service_info(service),
+        ..HostState::default()
+    };
+    // A node the resource tracker never updated keeps the zero defaults and no uuid.
+    if let Some(free_gb) = node.free_disk_gb {
+        update_from_compute_node(&mut state, node, free_gb, ratios);
+    } else {
+        tracing::debug!(uuid = ?node.uuid, "Ignoring compute node as its usage has not been updated yet");
+    }
+    state
+}
+
+fn update_from_compute_node(
+    state: &mut HostState,
+    node: ComputeNodeRow,
+    free_gb: i64,
+    ratios: &RatioDefaults,
+) {
+    let free_gb = match node.disk_available_least {
+        Some(least) => least.min(free_gb),
+        None => free_gb,
+    };
+    state.uuid = node.uuid;
+    state.free_disk_mb = free_gb * 1024;
+    state.disk_mb_used = node.local_gb_used * 1024;
+    state.free_ram_mb = node.free_ram_mb.unwrap_or(0);
+    state.total_usable_ram_mb = node.memory_mb;
+    state.total_usable_disk_gb = node.local_gb;
+    state.vcpus_total = node.vcpus;
+    state.vcpus_used = node.vcpus_used;
+    state.updated = node.updated_at.map(|t| t.and_utc());
+    state.numa_topology = non_empty_json(node.numa_topology.as_deref(), "numa_topology");
+    state.pci_stats = node
+        .pci_stats
+        .as_deref()
+        .and_then(|s| parse_json(s, "pci_stats"));
+    state.host_ip = node.host_ip;
+    state.hypervisor_type = node.hypervisor_type;
+    state.hypervisor_version = node.hypervisor_version;
+    state.hypervisor_hostname = node.hypervisor_hostname;
+    state.cpu_info = node.cpu_info;
+    state.supported_instances = supported_instances(node.supported_instances.as_deref());
+    state.stats = stats(node.stats.as_deref());
+    state.num_instances = stat_int(&state.stats, "num_instances");
+    state.num_io_ops = stat_int(&state.stats, "io_workload");
+    state.failed_builds = stat_int(&state.stats, "failed_builds");
+    state.metrics = non_empty_json(node.metrics.as_deref(), "metrics");
+    state.cpu_allocation_ratio = ratio(node.cpu_allocation_ratio, ratios.cpu);
+    state.ram_allocation_ratio = ratio(node.ram_allocation_ratio, ratios.ram);
+    state.disk_allocation_ratio = ratio(node.disk_allocation_ratio, ratios.disk);
+}
+
+fn service_info(row: &ServiceRow) -> ServiceInfo {
+    let utc = |t: Option<NaiveDateTime>| -> Option<DateTime<Utc>> { t.map(|t| t.and_utc()) };
+    ServiceInfo {
+        id: row.id,
+        host: row.host.clone().unwrap_or_default(),
+        disabled: row.disabled.unwrap_or(false),
+        disabled_reason: row.disabled_reason.clone(),
+        forced_down: row.forced_down.unwrap_or(false),
+        last_seen_up: utc(row.last_seen_up),
+        created_at: utc(row.created_at),
+        updated_at: utc(row.updated_at),
+        version: row.version.unwrap_or(0),
+    }
+}
+
+fn parse_json(text: &str, column: &str) -> Option<Value> {
+    match serde_json::from_str(text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(column, error = %e, "compute node column is not valid JSON; ignored");
+            None
+        }
+    }
+}
+
+/// A TEXT column that nova only parses when non-empty (`if value:`).
+fn non_empty_json(text: Option<&str>, column: &str) -> Option<Value> {
+    text.filter(|s| !s.is_empty())
+        .and_then(|s| parse_json(s, column))
+}
+
+/// `compute_nodes.stats`: a JSON dict whose values nova's DictOfNullableStringsField
+/// turns into strings (`str(value)`); null values are left out.
+fn stats(text: Option<&str>) -> BTreeMap<String, String> {
+    let Some(Value::Object(map)) = non_empty_json(text, "stats") else {
+        return BTreeMap::new();
+    };
+    map.into_iter()
+        .filter_map(|(k, v)| python_str(&v).map(|s| (k, s)))
+        .collect()
+}
+
+fn python_str(v: &Value) -> Option<String> {
+    match v {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(if *b { "True" } else { "False" }.to_string()),
+        // Python's repr of numbers (1.0 stays "1.0").
+        Value::Number(_) => Some(crate::model::pyjson::dumps(v)),
+        // nova would reject a nested value; keep its JSON text.
+        other => Some(other.to_string()),
+    }
+}
+
+/// `int(stats.get(key, 0))`. nova would fail the whole request on a non-integer;
+/// we log and count 0.
+fn stat_int(stats: &BTreeMap<String, String>, key: &str) -> i64 {
+    match stats.get(key) {
+        None => 0,
+        Some(v) => v.trim().parse().unwrap_or_else(|_| {
+            tracing::warn!(key, value = %v, "compute node stat is not an integer; using 0");
+            0
+        }),
+    }
+}
+
+/// `supported_instances`: a JSON list of `[arch, hv_type, vm_mode]`; `[]` if empty.
+fn supported_instances(text: Option<&str>) -> Vec<Vec<String>> {
+    let Some(Value::Array(items)) = non_empty_json(text, "supported_instances") else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(Value::as_array)
+        .map(|spec| {
+            spec.iter()
+                .map(|v| python_str(v).unwrap_or_else(|| "None".to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+use super::*;
+use chrono::NaiveDate;
+
+const RATIOS: RatioDefaults = RatioDefaults {
+    cpu: 4.0,
+    ram: 1.0,
+    disk: 1.0,
+};
+
+fn node() -> ComputeNodeRow {
+    ComputeNodeRow {
+        id: 7,
+        host: Some("h1".into()),
+        hypervisor_hostname: Some("h1.example".into()),
+        uuid: Some("cn-1".into()),
+        vcpus: 16,
+        vcpus_used: 4,
+        memory_mb: 32768,
+        free_ram_mb: Some(-512),
+        local_gb: 500,
+        local_gb_used: 100,
+        free_disk_gb: Some(400),
+        disk_available_least: Some(350),
+        hypervisor_type: Some("QEMU".into()),
+        hypervisor_version: Some(8002000),
+        cpu_info: Some(r#"{"arch": "x86_64"}"#.into()),
+        host_ip: Some("192.0.2.1".into()),
+        supported_instances: Some(r#"[["x86_64", "kvm", "hvm"], ["i686", "qemu", "hvm"]]"#.into()),
+        stats: Some(r#"{"num_instances": "3", "io_workload": "2", "failed_builds": "1", "num_proj_p": "3", "n": 5, "f": 1.0, "z": null}"#.into()),
+        numa_topology: Some(r#"{"nova_object.name": "NUMATopology"}"#.into()),
+        updated_at: NaiveDate::from_ymd_opt(2026, 1, 2)
+            .and_then(|d| d.and_hms_opt(3, 4, 5)),
+        ..ComputeNodeRow::default()
+    }
+}
+
+fn build(node: ComputeNodeRow) -> HostState {
+    let svc = ServiceRow {
+        id: 3,
+        host: Some("h1".into()),
+        disabled: Some(true),
+        disabled_reason: Some("maintenance".into()),
+        version: Some(73),
+        ..ServiceRow::default()
+    };
+    host_state(node, &svc, "cell-a", &RATIOS, Vec::new(), Arc::default())
+}
+
+#[test]
+fn copies_resources_and_stats() {
+    let h = build(node());
+    assert_eq!((h.host.as_str(), h.nodename.as_str()), ("h1", "h1.example"));
+    assert_eq!(h.uuid.as_deref(), Some("cn-1"));
+    assert_eq!(h.cell_uuid, "cell-a");
+    assert_eq!(h.free_ram_mb, -512);
+    assert_eq!(h.free_disk_mb, 350 * 1024);
+    assert_eq!(h.disk_mb_used, 100 * 1024);
+    assert_eq!((h.vcpus_total, h.vcpus_used), (16, 4));
+    assert_eq!((h.num_instances, h.num_io_ops, h.failed_builds), (3, 2, 1));
+    assert_eq!(h.stats.get("n").map(String::as_str), Some("5"));
+    assert_eq!(h.stats.get("f").map(String::as_str), Some("1.0"));
+    assert!(!h.stats.contains_key("z"));
+    assert_eq!(h.supported_instances[1], vec!["i686", "qemu", "hvm"]);
+    assert_eq!(h.cpu_info.as_deref(), Some(r#"{"arch": "x86_64"}"#));
+    assert!(h.numa_topology.is_some());
+    assert!(h.pci_stats.is_none() && h.metrics.is_none());
+    assert_eq!(h.hypervisor_version, Some(8002000));
+    assert_eq!(
+        h.updated.map(|t| t.to_rfc3339()).as_deref(),
+        Some("2026-01-02T03:04:05+00:00")
+    );
+    assert!(h.service.disabled);
+    assert_eq!(h.service.version, 73);
+}
+
+#[test]
+fn disk_available_least_only_lowers_free_disk() {
+    let mut n = node();
+    n.disk_available_least = Some(900);
+    assert_eq!(build(n.clone()).free_disk_mb, 400 * 1024);
+    n.disk_available_least = None;
+    assert_eq!(build(n).free_disk_mb, 400 * 1024);
+}
+
+#[test]
+fn null_free_disk_keeps_defaults() {
+    let mut n = node();
+    n.free_disk_gb = None;
+    let h = build(n);
+    assert_eq!(h.uuid, None);
+    assert_eq!((h.free_ram_mb, h.vcpus_total, h.num_instances), (0, 0, 0));
+    assert_eq!(h.host, "h1");
+    assert!(h.stats.is_empty());
+}
+
+#[test]
+fn ratios_fall_back_for_null_and_zero() {
+    let mut n = node();
+    n.cpu_allocation_ratio = Some(0.0);
+    n.ram_allocation_ratio = None;
+    n.disk_allocation_ratio = Some(2.5);
+    let h = build(n);
+    assert_eq!(
+        (
+            h.cpu_allocation_ratio,
+            h.ram_allocation_ratio,
+            h.disk_allocation_ratio
+        ),
+        (4.0, 1.0, 2.5)
+    );
+}
+
+#[test]
+fn configured_ratio_wins_over_initial_unless_zero() {
+    let resolver: crate::state::CellUrlResolver = Arc::new(|u| Ok(u.to_string()));
+    let mut opts = StateOptions::new("mysql://a", "mysql://b", resolver);
+    opts.cpu_allocation_ratio = Some(16.0);
+    opts.ram_allocation_ratio = Some(0.0);
+    let r = RatioDefaults::from_options(&opts);
+    assert_eq!((r.cpu, r.ram, r.disk), (16.0, 1.0, 1.0));
+}
+
+#[test]
+fn bad_json_and_bad_stats_are_tolerated() {
+    let mut n = node();
+    n.stats = Some(r#"{"num_instances": "x"}"#.into());
+    n.supported_instances = Some("not json".into());
+    n.metrics = Some(String::new());
+    let h = build(n);
+    assert_eq!(h.num_instances, 0);
+    assert!(h.supported_instances.is_empty());
+    assert!(h.metrics.is_none());
+}

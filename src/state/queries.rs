@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The SQL nova runs against one cell database for a scheduling request.
+
+use super::compute::{ComputeNodeRow, ServiceRow};
+use sqlx::mysql::{MySqlPool, MySqlRow};
+use sqlx::{AssertSqlSafe, Row};
+use std::collections::BTreeSet;
+
+/// Bind parameters per `IN (...)` query; larger lists are split.
+const MAX_IN_LIST: usize = 10_000;
+
+const SERVICES_SQL: &str = "SELECT id, host, disabled, disabled_reason, forced_down, \
+     last_seen_up, created_at, updated_at, version FROM services \
+     WHERE `binary` = 'nova-compute' AND deleted = 0";
+
+const COMPUTE_COLUMNS: &str = "id, host, hypervisor_hostname, uuid, vcpus, vcpus_used, \
+     memory_mb, free_ram_mb, local_gb, local_gb_used, free_disk_gb, disk_available_least, \
+     hypervisor_type, hypervisor_version, cpu_info, host_ip, supported_instances, metrics, \
+     pci_stats, numa_topology, stats, cpu_allocation_ratio, ram_allocation_ratio, \
+     disk_allocation_ratio, updated_at";
+
+type CellAnswer = (Vec<ServiceRow>, Vec<ComputeNodeRow>, Vec<(String, String)>);
+
+/// Services and compute nodes (concurrently), then the instances on the nodes' hosts.
+/// `uuids = None` reads every live node (`ORDER BY id`, as nova's `get_all`).
+pub(super) async fn cell_rows(
+    pool: &MySqlPool,
+    uuids: Option<&[String]>,
+) -> Result<CellAnswer, sqlx::Error> {
+    let (services, nodes) = tokio::try_join!(services(pool), compute_nodes(pool, uuids))?;
+    let hosts: BTreeSet<&str> = nodes.iter().filter_map(|n| n.host.as_deref()).collect();
+    let instances = instances_on_hosts(pool, &hosts.into_iter().collect::<Vec<_>>()).await?;
+    Ok((services, nodes, instances))
+}
+
+async fn services(pool: &MySqlPool) -> Result<Vec<ServiceRow>, sqlx::Error> {
+    sqlx::query(SERVICES_SQL)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(service_row)
+        .collect()
+}
+
+fn service_row(row: &MySqlRow) -> Result<ServiceRow, sqlx::Error> {
+    Ok(ServiceRow {
+        id: row.try_get("id")?,
+        host: row.try_get("host")?,
+        disabled: row.try_get("disabled")?,
+        disabled_reason: row.try_get("disabled_reason")?,
+        forced_down: row.try_get("forced_down")?,
+        last_seen_up: row.try_get("last_seen_up")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        version: row.try_get("version")?,
+    })
+}
+
+async fn compute_nodes(
+    pool: &MySqlPool,
+    uuids: Option<&[String]>,
+) -> Result<Vec<ComputeNodeRow>, sqlx::Error> {
+    let Some(uuids) = uuids else {
+        let sql =
+            format!("SELECT {COMPUTE_COLUMNS} FROM compute_nodes WHERE deleted = 0 ORDER BY id");
+        let rows = sqlx::query(AssertSqlSafe(sql)).fetch_all(pool).await?;
+        return rows.iter().map(compute_node_row).collect();
+    };
+    let mut nodes = Vec::new();
+    for chunk in uuids.chunks(MAX_IN_LIST) {
+        // The SQL text only holds placeholders; the uuids are bound.
+        let sql = format!(
+            "SELECT {COMPUTE_COLUMNS} FROM compute_nodes WHERE deleted = 0 AND uuid IN ({}) ORDER BY id",
+            placeholders(chunk.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).persistent(false);
+        for uuid in chunk {
+            query = query.bind(uuid);
+        }
+        for row in query.fetch_all(pool).await? {
+            nodes.push(compute_node_row(&row)?);
+        }
+    }
+    if uuids.len() > MAX_IN_LIST {
+        nodes.sort_by_key(|n| n.id);
+    }
+    Ok(nodes)
+}
+
+fn compute_node_row(row: &MySqlRow) -> Result<ComputeNodeRow, sqlx::Error> {
+    Ok(ComputeNodeRow {
+        id: row.try_get("id")?,
+        host: row.try_get("host")?,
+        hypervisor_hostname: row.try_get("hypervisor_hostname")?,
+        uuid: row.try_get("uuid")?,
+        vcpus: row.try_get("vcpus")?,
+        vcpus_used: row.try_get("vcpus_used")?,
+        memory_mb: row.try_get("memory_mb")?,
+        free_ram_mb: row.try_get("free_ram_mb")?,
+        local_gb: row.try_get("local_gb")?,
+        local_gb_used: row.try_get("local_gb_used")?,
+        free_disk_gb: row.try_get("free_disk_gb")?,
+        disk_available_least: row.try_get("disk_available_least")?,
+        hypervisor_type: row.try_get("hypervisor_type")?,
+        hypervisor_version: row.try_get("hypervisor_version")?,
+        cpu_info: row.try_get("cpu_info")?,
+        host_ip: row.try_get("host_ip")?,
+        supported_instances: row.try_get("supported_instances")?,
+        metrics: row.try_get("metrics")?,
+        pci_stats: row.try_get("pci_stats")?,
+        numa_topology: row.try_get("numa_topology")?,
+        stats: row.try_get("stats")?,
+        cpu_allocation_ratio: float_column(row, "cpu_allocation_ratio")?,
+        ram_allocation_ratio: float_column(row, "ram_allocation_ratio")?,
+        disk_allocation_ratio: float_column(row, "disk_allocation_ratio")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// A MySQL `FLOAT` column as nova sees it: PyMySQL reads the text form (`1.2`), not
+/// the 4-byte value (`1.2000000476…`), so go through the shortest decimal form.
+fn float_column(row: &MySqlRow, column: &str) -> Result<Option<f64>, sqlx::Error> {
+    let value: Option<f32> = row.try_get(column)?;
+    Ok(value.map(|v| v.to_string().parse().unwrap_or(f64::from(v))))
+}
+
+/// `SELECT host, uuid FROM instances WHERE deleted = 0 AND host IN (...)`, one query
+/// (per 10,000 hosts) for all hosts of the cell; nova runs it per host.
+async fn instances_on_hosts(
+    pool: &MySqlPool,
+    hosts: &[&str],
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let mut out = Vec::new();
+    for chunk in hosts.chunks(MAX_IN_LIST) {
+        let sql = format!(
+            "SELECT host, uuid FROM instances WHERE deleted = 0 AND host IN ({})",
+            placeholders(chunk.len())
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).persistent(false);
+        for host in chunk {
+            query = query.bind(*host);
+        }
+        for row in query.fetch_all(pool).await? {
+            let host: Option<String> = row.try_get("host")?;
+            let uuid: String = row.try_get("uuid")?;
+            if let Some(host) = host {
+                out.push((host, uuid));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// nova's `service_get_minimum_version` for `nova-compute` in one database.
+pub(super) async fn min_compute_version(pool: &MySqlPool) -> Result<Option<i64>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT MIN(version) AS v FROM services \
+         WHERE `binary` = 'nova-compute' AND deleted = 0 AND forced_down = 0",
+    )
+    .fetch_one(pool)
+    .await?;
+    row.try_get("v")
+}
+
+fn placeholders(n: usize) -> String {
+    let mut s = "?,".repeat(n);
+    s.pop();
+    s
+}

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Creates nova's REAL schema with nova-manage (never hand-written tables):
+//! `api_db sync`, `cell_v2 map_cell0`, `cell_v2 create_cell` per cell, `db sync`
+//! per cell database — the same order as `scripts/stack.sh`.
+#![allow(dead_code)]
+
+use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// MariaDB the tests use (root without password, as on the test machine).
+pub const MYSQL_BASE: &str = "127.0.0.1:3306";
+const SQLA_BASE: &str = "mysql+pymysql://root:@127.0.0.1:3306";
+
+/// SQLAlchemy URL of a database, as nova stores it in `cell_mappings`.
+pub fn sqla_url(db: &str) -> String {
+    format!("{SQLA_BASE}/{db}?charset=utf8")
+}
+
+/// sqlx URL of a database.
+pub fn sqlx_url(db: &str) -> String {
+    format!("mysql://root@{MYSQL_BASE}/{db}")
+}
+
+/// Drops and creates the databases `<prefix>_api`, `<prefix>_cell0` and
+/// `<prefix>_<cell>` for each cell, then builds nova's schema into them with
+/// nova-manage from `venv`. Returns the working directory holding nova.conf.
+pub async fn create(venv: &Path, prefix: &str, cells: &[&str]) -> Result<PathBuf, String> {
+    let mut dbs = vec![format!("{prefix}_api"), format!("{prefix}_cell0")];
+    dbs.extend(cells.iter().map(|c| format!("{prefix}_{c}")));
+    recreate_databases(&dbs).await?;
+
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let conf = dir.join("nova.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/\n\
+             [database]\nconnection = {}\n[api_database]\nconnection = {}\n",
+            sqla_url(&dbs[1]),
+            sqla_url(&dbs[0])
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let conf_arg = conf.to_string_lossy().into_owned();
+    let nm = |args: &[&str]| {
+        let mut all = vec!["--config-file", conf_arg.as_str()];
+        all.extend_from_slice(args);
+        nova_manage(venv, all.iter().map(|s| s.to_string()).collect())
+    };
+    nm(&["api_db", "sync"]).await?;
+    nm(&[
+        "cell_v2",
+        "map_cell0",
+        "--database_connection",
+        &sqla_url(&dbs[1]),
+    ])
+    .await?;
+    for cell in cells {
+        let url = sqla_url(&format!("{prefix}_{cell}"));
+        // nova-manage wants a distinct transport URL per cell; it is never used here.
+        let transport = format!("rabbit://guest:guest@127.0.0.1:5672/{prefix}_{cell}");
+        nm(&[
+            "cell_v2",
+            "create_cell",
+            "--name",
+            cell,
+            "--database_connection",
+            &url,
+            "--transport-url",
+            &transport,
+        ])
+        .await?;
+    }
+    nm(&["db", "sync"]).await?;
+    for cell in cells {
+        let overlay = dir.join(format!("db-{cell}.conf"));
+        let url = sqla_url(&format!("{prefix}_{cell}"));
+        std::fs::write(&overlay, format!("[database]\nconnection = {url}\n"))
+            .map_err(|e| e.to_string())?;
+        nm(&["--config-file", &overlay.to_string_lossy(), "db", "sync"]).await?;
+    }
+    Ok(dir)
+}
+
+pub async fn recreate_databases(dbs: &[String]) -> Result<(), String> {
+    let mut conn = MySqlConnection::connect(&format!("mysql://root@{MYSQL_BASE}"))
+        .await
+        .map_err(|e| format!("MariaDB at {MYSQL_BASE} (root, no password): {e}"))?;
+    for db in dbs {
+        for sql in [
+            format!("DROP DATABASE IF EXISTS `{db}`"),
+            format!("CREATE DATABASE `{db}` CHARACTER SET utf8"),
+        ] {
+            conn.execute(AssertSqlSafe(sql))
+                .await
+                .map_err(|e| format!("{db}: {e}"))?;
+        }
+    }
+    conn.close().await.map_err(|e| e.to_string())
+}
+
+async fn nova_manage(venv: &Path, args: Vec<String>) -> Result<(), String> {
+    run(&venv.join("bin/nova-manage"), &args, &[]).await
+}
+
+/// Runs a venv tool with eventlet patching off; its output is shown only on failure.
+pub async fn run(tool: &Path, args: &[String], env: &[(&str, &str)]) -> Result<(), String> {
+    let mut cmd = tokio::process::Command::new(tool);
+    cmd.args(args)
+        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+        .env("PYTHONWARNINGS", "ignore")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("{}: {e}", tool.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    let tail: Vec<&str> = text.lines().rev().take(30).collect();
+    Err(format!(
+        "{} {} failed ({}):\n{}",
+        tool.display(),
+        args.join(" "),
+        out.status,
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    ))
+}

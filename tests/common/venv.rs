@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Finds the Python virtualenv holding nova 34 and openstack-placement 16 (the real
+//! peers the integration tests run against). Never a silent pass: no venv, no test.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Tools a usable venv has.
+const TOOLS: [&str; 4] = ["python", "nova-manage", "placement-manage", "gunicorn"];
+
+/// `$NSRS_VENV`, else the newest complete `venv-*` under `$NSRS_CACHE` (default
+/// `~/.cache/nova-scheduler-rs`, where `scripts/stack.sh venv` builds it), else
+/// `/work/cache/venv-probe`. Panics with a clear message if none is usable.
+pub fn find() -> PathBuf {
+    if let Some(dir) = std::env::var_os("NSRS_VENV") {
+        let dir = PathBuf::from(dir);
+        if let Some(missing) = missing_tool(&dir) {
+            panic!(
+                "NSRS_VENV={} has no bin/{missing}; install nova==34.0.0, \
+                 openstack-placement==16.0.0, pymysql and gunicorn into it",
+                dir.display()
+            );
+        }
+        return dir;
+    }
+    let cache = std::env::var_os("NSRS_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/nova-scheduler-rs"))
+        });
+    let mut candidates: Vec<PathBuf> = cache
+        .and_then(|c| std::fs::read_dir(c).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("venv-"))
+        })
+        .collect();
+    candidates.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    candidates.reverse();
+    candidates.push(PathBuf::from("/work/cache/venv-probe"));
+    candidates
+        .into_iter()
+        .find(|p| missing_tool(p).is_none())
+        .unwrap_or_else(|| {
+            panic!(
+                "no Python venv with nova 34 and placement 16 found: set NSRS_VENV, or run \
+                 `scripts/stack.sh venv` (it builds one under $NSRS_CACHE); this test needs \
+                 nova-manage, placement-manage and gunicorn from it"
+            )
+        })
+}
+
+fn missing_tool(dir: &Path) -> Option<&'static str> {
+    TOOLS
+        .into_iter()
+        .find(|t| !dir.join("bin").join(t).is_file())
+}
