@@ -200,10 +200,12 @@ impl RpcServerOptions {
                 self.login_method
             ));
         }
-        if !(self.retry_interval > 0.0)
-            || !(self.retry_backoff >= 0.0)
-            || !(self.interval_max > 0.0)
-        {
+        // Written positively so that NaN is rejected too.
+        let retry_ok = self.retry_interval > 0.0
+            && self.retry_backoff >= 0.0
+            && self.interval_max > 0.0
+            && self.interval_max.is_finite();
+        if !retry_ok {
             return bad("rabbit_retry_interval/_backoff/interval_max must be positive".into());
         }
         if self.max_concurrent_calls == 0 || self.max_concurrent_calls > (u32::MAX as usize) {

@@ -75,6 +75,8 @@ struct Session {
     channel: Channel,
 }
 
+// Short-lived, one per delivery: not worth a Box.
+#[allow(clippy::large_enum_variant)]
 enum ConsumerEvent {
     Delivery(lapin::Result<Delivery>),
     Ended(String),
@@ -582,8 +584,16 @@ impl Shared {
 }
 
 async fn ack(acker: &Acker) {
-    if let Err(e) = acker.ack(BasicAckOptions { multiple: false }).await {
-        warn!(error = %e, "could not acknowledge the request (listener channel gone); the broker will redeliver it");
+    match acker.ack(BasicAckOptions { multiple: false }).await {
+        Ok(true) => {}
+        Ok(false) => warn!(
+            "cannot acknowledge the request: its listener channel is gone; \
+             the broker will redeliver it (a duplicate is then ignored by _unique_id)"
+        ),
+        Err(e) => warn!(
+            error = %e,
+            "could not acknowledge the request; the broker will redeliver it"
+        ),
     }
 }
 
@@ -664,6 +674,38 @@ mod tests {
         assert!(!is_truthy(Some(&json!(""))));
         assert!(is_truthy(Some(&json!(1))));
         assert!(is_truthy(Some(&json!("x"))));
+    }
+
+    #[test]
+    fn unusable_options_fail_at_startup() {
+        let missing_ca = RpcServerOptions {
+            ssl: Some(crate::rpc::TlsOptions {
+                ca_file: Some("/nonexistent/ca.pem".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let err = RpcServer::new(missing_ca, vec![]).unwrap_err();
+        assert!(matches!(err, RpcError::Tls(_)), "{err}");
+        let half_identity = RpcServerOptions {
+            ssl: Some(crate::rpc::TlsOptions {
+                cert_file: Some("/etc/hostname".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            RpcServer::new(half_identity, vec![]).unwrap_err(),
+            RpcError::Tls(_)
+        ));
+        let no_brokers = RpcServerOptions {
+            brokers: vec![],
+            ..Default::default()
+        };
+        assert!(matches!(
+            RpcServer::new(no_brokers, vec![]).unwrap_err(),
+            RpcError::Config(_)
+        ));
     }
 
     #[tokio::test]
