@@ -14,7 +14,9 @@ seed_cloud.py --down-hosts) are skipped so that they stay down.
 
 It only touches rows with binary = 'nova-compute'; the scheduler's own service
 row is the scheduler's business. Started by `scripts/stack.sh up`, stopped by
-`scripts/stack.sh down` (SIGTERM).
+`scripts/stack.sh down` (SIGTERM). It also exits by itself when the cells it
+started with are gone (another `stack.sh up`, e.g. from another clone, recreated
+the databases), so a stray heartbeat never revives hosts of a newer stack.
 """
 
 import argparse
@@ -53,15 +55,16 @@ def read_conf(path):
     return cp
 
 
-def cell_urls(api_url):
+def cells(api_url):
+    """{cell uuid: database_connection} of the API database's cells but cell0."""
     conn = pymysql.connect(**connect_args(api_url))
     try:
         with conn.cursor() as cur:
             cur.execute(
-                "SELECT name, database_connection FROM cell_mappings WHERE uuid != %s",
+                "SELECT uuid, database_connection FROM cell_mappings WHERE uuid != %s",
                 (CELL0_UUID,),
             )
-            return list(cur.fetchall())
+            return dict(cur.fetchall())
     finally:
         conn.close()
 
@@ -75,10 +78,10 @@ def stale_hosts(state_dir):
         return []
 
 
-def beat(api_url, state_dir):
+def beat(cell_urls, state_dir):
     skip = stale_hosts(state_dir)
     total = 0
-    for name, url in cell_urls(api_url):
+    for url in cell_urls.values():
         conn = pymysql.connect(**connect_args(url))
         try:
             with conn.cursor() as cur:
@@ -113,10 +116,18 @@ def main():
             f.write(f"{os.getpid()}\n")
 
     last_count = None
+    owned = None  # the cell uuids of the stack this heartbeat belongs to
     try:
         while True:
             try:
-                n = beat(api_url, args.state_dir)
+                current = cells(api_url)
+                if owned is None and current:
+                    owned = set(current)
+                elif owned is not None and set(current) != owned:
+                    print(f"{time.strftime('%H:%M:%S')} the cells changed (stack recreated): exiting",
+                          flush=True)
+                    break
+                n = beat(current, args.state_dir)
                 if n != last_count:
                     print(f"{time.strftime('%H:%M:%S')} heartbeat: {n} nova-compute services", flush=True)
                     last_count = n

@@ -6,6 +6,10 @@
 #   NSRS_CACHE   cache dir outside the clone (venvs, cargo target)  [~/.cache/nova-scheduler-rs]
 #   NSRS_STATE   generated config, logs, pidfiles                    [<repo>/.stack]
 #   NSRS_PYTHON  interpreter used to create the venv (3.11)          [python3]
+#   NSRS_VENV    use this ready venv instead of the cached one (e.g. in a container image;
+#                it must hold requirements/python.txt and the marker file .nsrs-complete)
+#   NSRS_SERVICES=external  RabbitMQ/MariaDB are managed elsewhere (docker-compose.yml):
+#                only wait for them; the broker must already have the vhost 'nsrs'
 
 NSRS_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NSRS_CACHE=${NSRS_CACHE:-${HOME:-/root}/.cache/nova-scheduler-rs}
@@ -18,9 +22,12 @@ NSRS_REQUIREMENTS=$NSRS_REPO/requirements/python.txt
 NSRS_DB_PREFIX=nsrs_
 NSRS_DB_URL_BASE="mysql+pymysql://root:@127.0.0.1"
 NSRS_VHOST=nsrs
+# shellcheck disable=SC2034 # used by the scripts that source this file
 NSRS_TRANSPORT_URL="rabbit://guest:guest@127.0.0.1:5672/$NSRS_VHOST"
 NSRS_PLACEMENT_PORT=8778
+# shellcheck disable=SC2034
 NSRS_PLACEMENT_URL="http://127.0.0.1:$NSRS_PLACEMENT_PORT"
+# shellcheck disable=SC2034
 NSRS_CELLS=(cell1 cell2)
 
 # Native threads in nova's Python tools and test process (no eventlet patching).
@@ -159,6 +166,16 @@ nsrs_ensure_mariadb() {
 }
 
 nsrs_ensure_services() {
+    if [ "${NSRS_SERVICES:-}" = external ]; then
+        nsrs_wait_port 5672 RabbitMQ 120
+        nsrs_wait_port 3306 MariaDB 120
+        local i
+        for ((i = 0; i < 60; i++)); do
+            nsrs_mysql -e 'SELECT 1' >/dev/null 2>&1 && return 0
+            sleep 1
+        done
+        nsrs_die "MariaDB: root with an empty password cannot log in over 127.0.0.1:3306"
+    fi
     nsrs_ensure_packages
     nsrs_ensure_rabbitmq
     nsrs_ensure_mariadb
@@ -175,6 +192,11 @@ nsrs_venv_path() {
 }
 
 nsrs_ensure_venv() {
+    if [ -n "${NSRS_VENV:-}" ] && [ "$NSRS_VENV" != "$(nsrs_venv_path)" ]; then
+        [ -f "$NSRS_VENV/.nsrs-complete" ] || nsrs_die "NSRS_VENV=$NSRS_VENV is not a complete venv"
+        export NSRS_VENV
+        return 0
+    fi
     NSRS_VENV=$(nsrs_venv_path)
     export NSRS_VENV
     [ -f "$NSRS_VENV/.nsrs-complete" ] && return 0

@@ -46,8 +46,10 @@ import sys
 import time
 import urllib.parse
 import uuid
+import warnings
 
 os.environ.setdefault("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
 import os_traits  # noqa: E402
 import pymysql  # noqa: E402

@@ -78,6 +78,10 @@ EOF
 }
 
 reset_vhosts() {
+    if [ "${NSRS_SERVICES:-}" = external ]; then
+        nsrs_log "RabbitMQ managed elsewhere: using its vhost '$NSRS_VHOST' as it is"
+        return 0
+    fi
     # The control plane (scheduler, test client) uses $NSRS_VHOST. Each cell
     # gets a vhost of its own as in a real multi-cell cloud (nova-manage insists
     # on a distinct transport_url per cell); no scheduler traffic goes there.
@@ -155,7 +159,7 @@ EOF
 start_heartbeat() {
     nsrs_log "starting the compute heartbeat stand-in (scripts/compute_heartbeat.py)"
     rm -f "$HEARTBEAT_PID"
-    nohup "$NSRS_VENV/bin/python" "$NSRS_REPO/scripts/compute_heartbeat.py" \
+    setsid "$NSRS_VENV/bin/python" "$NSRS_REPO/scripts/compute_heartbeat.py" \
         --config-file "$NOVA_CONF" --state-dir "$NSRS_STATE" --pidfile "$HEARTBEAT_PID" \
         </dev/null >>"$LOGS/heartbeat.log" 2>&1 &
     local i
@@ -217,7 +221,7 @@ cmd_status() {
     else report "compute heartbeat" down; rc=1; fi
     if nsrs_pid_alive "$DAEMON_PID"; then report "scheduler daemon" "up (pid $(cat "$DAEMON_PID"))"; fi
     local venv
-    venv=$(nsrs_venv_path)
+    venv=${NSRS_VENV:-$(nsrs_venv_path)}
     if [ -f "$venv/.nsrs-complete" ]; then report venv "$venv"; else report venv "missing ($venv)"; rc=1; fi
     [ -f "$NOVA_CONF" ] && report config "$NOVA_CONF"
     if nsrs_port_open 3306; then
@@ -241,7 +245,7 @@ cmd_seed() {
 
 cmd_env() {
     printf 'export NSRS_STATE=%q NSRS_CACHE=%q NSRS_VENV=%q OS_NOVA_DISABLE_EVENTLET_PATCHING=true\n' \
-        "$NSRS_STATE" "$NSRS_CACHE" "$(nsrs_venv_path)"
+        "$NSRS_STATE" "$NSRS_CACHE" "${NSRS_VENV:-$(nsrs_venv_path)}"
 }
 
 case "${1:-}" in

@@ -20,7 +20,6 @@ The daemon's output goes to <state>/logs/scheduler-under-test.log.
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,26 +33,7 @@ import pytest  # noqa: E402
 
 import nsrs_helpers as H  # noqa: E402
 
-VHOST = "nsrs"
 SCHEDULER_QUEUE = "scheduler"
-
-
-def _queue_consumers(queue=SCHEDULER_QUEUE):
-    """Consumers on the scheduler queue of the stack's vhost; None if unknown."""
-    if not shutil.which("rabbitmqctl"):
-        return None
-    try:
-        out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "-p", VHOST, "name", "consumers"],
-                             capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return None
-    if out.returncode != 0:
-        return None
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == queue and parts[1].isdigit():
-            return int(parts[1])
-    return 0
 
 
 def _log_tail(path, n=80):
@@ -98,11 +78,18 @@ def scheduler(conf, seeded):
     """Start the scheduler under test; stop it (its whole process group) at the end."""
     log_path = H.STATE / "logs" / "scheduler-under-test.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    def consumers():
+        return H.queue_consumers(conf["DEFAULT"]["transport_url"], SCHEDULER_QUEUE)
+
+    timeout = float(os.environ.get("NSRS_READY_TIMEOUT", "60"))
     raw = os.environ.get("NSRS_SCHEDULER_CMD", "").strip()
     venv = os.path.dirname(os.path.dirname(sys.executable))
     if raw == "external":
-        if _queue_consumers() == 0:
-            pytest.fail("NSRS_SCHEDULER_CMD=external but nothing consumes the scheduler queue")
+        deadline = time.monotonic() + timeout
+        while consumers() == 0:
+            if time.monotonic() > deadline:
+                pytest.fail("NSRS_SCHEDULER_CMD=external but nothing consumes the scheduler queue")
+            time.sleep(0.5)
         yield {"cmd": "external", "log": None}
         return
     if raw == "nova":
@@ -115,13 +102,13 @@ def scheduler(conf, seeded):
             pytest.fail(f"{binary} not found: cargo build --release (or set NSRS_BIN)")
         cmd = [binary, "--config-file", str(H.NOVA_CONF)]
 
-    busy = _queue_consumers()
+    busy = consumers()
     if busy:
-        pytest.fail(f"{busy} consumer(s) already on queue '{SCHEDULER_QUEUE}' in vhost '{VHOST}': "
+        pytest.fail(f"{busy} consumer(s) already on queue '{SCHEDULER_QUEUE}' of "
+                    f"{conf['DEFAULT']['transport_url']}: "
                     "another scheduler would answer the tests' calls; stop it first")
 
     ready = re.compile(os.environ.get("NSRS_READY_PATTERN", r"scheduler ready|Starting scheduler node"))
-    timeout = float(os.environ.get("NSRS_READY_TIMEOUT", "60"))
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "info")
     log = open(log_path, "wb")
@@ -155,7 +142,7 @@ def scheduler(conf, seeded):
             time.sleep(0.2)
         # Ready in its log is not yet consuming: a call published before the
         # queue exists would be dropped by the broker and only time out.
-        while _queue_consumers() == 0:
+        while consumers() == 0:
             if proc.poll() is not None or time.monotonic() - started > timeout:
                 pytest.fail(f"scheduler {cmd} logged readiness but never consumed queue "
                             f"'{SCHEDULER_QUEUE}'; log {log_path}:\n{_log_tail(log_path)}")
@@ -176,15 +163,10 @@ def scheduler(conf, seeded):
 def nova(conf):
     """nova's own client side: config parsed from the stack's nova.conf, objects
     registered, RPC initialised. Returns the SchedulerAPI and contexts."""
-    import nova.config
-    import nova.conf
     import nova.context
-    import nova.objects
     from nova.scheduler import rpcapi
 
-    nova.objects.register_all()
-    nova.config.parse_args(["conformance", "--config-file", str(H.NOVA_CONF)], configure_db=False)
-    CONF = nova.conf.CONF
+    CONF = H.init_nova_client()
     # The tests call with nova-conductor's timeouts except the overall one:
     # a scheduler that never answers should fail a test in minutes, not 30.
     CONF.set_override("long_rpc_timeout", 180)
@@ -192,10 +174,7 @@ def nova(conf):
     class Nova:
         api = rpcapi.SchedulerAPI()
         admin_ctxt = nova.context.get_admin_context()
-        # What nova-conductor forwards: the user's own context.
-        ctxt = nova.context.RequestContext(
-            user_id=H.USER_ID, project_id=H.PROJECT_ID, roles=["member", "reader"],
-            is_admin=False, user_name="conformance", project_name="conformance")
+        ctxt = H.user_context()
         max_attempts = CONF.scheduler.max_attempts
         multipliers = {
             "ram": CONF.filter_scheduler.ram_weight_multiplier,

@@ -30,6 +30,50 @@ USER_ID = "d0d0d0d0d0d04d0d8d0d0d0d0d0d0d01"
 SERVICE_DOWN_TIME = 60  # nova's default [DEFAULT] service_down_time
 
 
+def queue_consumers(transport_url, queue="scheduler"):
+    """Consumers on a queue of the broker/vhost named by an oslo.messaging
+    rabbit:// transport URL (a passive declare; 0 if the queue does not exist)."""
+    import amqp
+
+    u = urllib.parse.urlsplit(transport_url.split(",")[0])
+    conn = amqp.Connection(host=f"{u.hostname or '127.0.0.1'}:{u.port or 5672}",
+                           userid=urllib.parse.unquote(u.username or "guest"),
+                           password=urllib.parse.unquote(u.password or "guest"),
+                           virtual_host=urllib.parse.unquote(u.path[1:]) or "/",
+                           connect_timeout=10)
+    conn.connect()
+    try:
+        try:
+            return conn.channel().queue_declare(queue, passive=True).consumer_count
+        except amqp.exceptions.NotFound:
+            return 0
+    finally:
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+def init_nova_client(conf_path=NOVA_CONF):
+    """nova's client side as nova-conductor has it: config parsed, objects
+    registered, RPC initialised. Returns nova.conf.CONF."""
+    import nova.conf
+    import nova.config
+    import nova.objects
+
+    nova.objects.register_all()
+    nova.config.parse_args(["nsrs", "--config-file", str(conf_path)], configure_db=False)
+    return nova.conf.CONF
+
+
+def user_context():
+    """What nova-conductor forwards to the scheduler: the user's own context."""
+    import nova.context
+    return nova.context.RequestContext(
+        user_id=USER_ID, project_id=PROJECT_ID, roles=["member", "reader"],
+        is_admin=False, user_name="conformance", project_name="conformance")
+
+
 def read_conf(path=NOVA_CONF):
     cp = configparser.ConfigParser(interpolation=None, strict=False)
     if not cp.read(path):
