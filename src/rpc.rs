@@ -12,8 +12,37 @@
 //! - [`dispatcher`]: the [`Endpoint`] trait and oslo's namespace/version dispatch rules,
 //!   plus nova's `baseapi` and oslo's ping endpoints.
 //! - [`failure`]: [`RemoteError`], serialized as oslo's failure dict.
-//! - [`transport`] (private): broker failover, reconnect backoff, the confirmed reply publisher.
+//! - `transport` (private): broker failover, reconnect backoff, the confirmed reply publisher.
 //! - [`server`]: [`RpcServer`], the consume loop with acks, replies, heartbeats and shutdown.
+//!
+//! # Mapping nova.conf onto [`RpcServerOptions`]
+//!
+//! | Field | nova.conf |
+//! |---|---|
+//! | `brokers` | `[DEFAULT] transport_url` hosts (parsed by the config module) |
+//! | `control_exchange` | `[DEFAULT] control_exchange` (nova: `nova`) |
+//! | `topic`, `server` | `"scheduler"`, `[DEFAULT] host` |
+//! | `durable_queues` | `amqp_durable_queues OR rabbit_quorum_queue` |
+//! | `auto_delete`, `quorum_queue`, `transient_quorum_queue` | `amqp_auto_delete`, `rabbit_quorum_queue`, `rabbit_transient_quorum_queue` |
+//! | `transient_queues_ttl`, `qos_prefetch_count` | `rabbit_transient_queues_ttl`, `rabbit_qos_prefetch_count` |
+//! | `heartbeat_timeout_threshold`, `login_method` | same names (`rabbit_login_method`) |
+//! | `retry_interval`, `retry_backoff`, `interval_max` | `rabbit_retry_interval`, `rabbit_retry_backoff`, `rabbit_interval_max` |
+//! | `missing_consumer_retry_timeout`, `compression` | `kombu_missing_consumer_retry_timeout`, `kombu_compression` |
+//! | `ssl` | `ssl` + `ssl_ca_file`, `ssl_cert_file`, `ssl_key_file` |
+//! | `max_concurrent_calls`, `rpc_ping_enabled` | `[DEFAULT] executor_thread_pool_size`, `rpc_ping_enabled` |
+//! | `ha_queues`, `quorum_*`, `enable_cancel_on_failover` | `rabbit_ha_queues`, `rabbit_quorum_delivery_limit` / `_max_memory_length` / `_max_memory_bytes`, `enable_cancel_on_failover` |
+//!
+//! All `[oslo_messaging_rabbit]` values may be overridden by the `transport_url` query string.
+//!
+//! # Deliberate differences from Python
+//!
+//! - Requests are acknowledged after their reply is confirmed, not on receipt (see [`server`]).
+//!   A request running longer than RabbitMQ's `consumer_timeout` (30 min by default) makes
+//!   the broker close the listener channel; nova's `long_rpc_timeout` is also 30 min.
+//! - Undecodable messages are acked (with a `ValueError` reply when addressable), not rejected.
+//! - Not supported: `rabbit_stream_fanout`, `use_queue_manager`, `kombu_failover_strategy =
+//!   shuffle` (brokers are shuffled once, then tried round-robin), `ssl_version`, codecs
+//!   other than zlib, `heartbeat_timeout_threshold = 0` (lapin then follows the broker's value).
 //!
 //! ```no_run
 //! # async fn example(endpoints: Vec<std::sync::Arc<dyn nova_scheduler::rpc::Endpoint>>) {

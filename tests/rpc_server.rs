@@ -467,8 +467,8 @@ async fn ready_count(name: &str) -> u32 {
     q.message_count()
 }
 
-/// `messages_unacknowledged` of a queue from `rabbitmqctl list_queues`.
-fn unacked_count(queue: &str) -> u64 {
+/// `(messages_unacknowledged, messages_ready)` of a queue from `rabbitmqctl list_queues`.
+fn queue_counts(queue: &str) -> (u64, u64) {
     let out = std::process::Command::new("rabbitmqctl")
         .args([
             "-q",
@@ -477,6 +477,7 @@ fn unacked_count(queue: &str) -> u64 {
             "/",
             "name",
             "messages_unacknowledged",
+            "messages_ready",
             "--no-table-headers",
         ])
         .output()
@@ -485,11 +486,18 @@ fn unacked_count(queue: &str) -> u64 {
     text.lines()
         .filter_map(|l| {
             let mut it = l.split_whitespace();
-            Some((it.next()?, it.next()?))
+            let name = it.next()?;
+            let unacked = it.next()?.parse().ok()?;
+            let ready = it.next()?.parse().ok()?;
+            Some((name, (unacked, ready)))
         })
         .find(|(n, _)| *n == queue)
-        .and_then(|(_, c)| c.parse().ok())
+        .map(|(_, counts)| counts)
         .unwrap_or_else(|| panic!("queue {queue} not listed by rabbitmqctl: {text}"))
+}
+
+fn unacked_count(queue: &str) -> u64 {
+    queue_counts(queue).0
 }
 
 fn reply_property_set(p: &BasicProperties) -> Value {
@@ -1042,4 +1050,46 @@ async fn topology_is_declared_as_oslo_does() {
     server.finish(&client).await;
     client.delete_reply_queue().await;
     let _ = std::io::stderr().flush();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prefetch_limits_deliveries_in_flight() {
+    let name = unique_name();
+    let opts = RpcServerOptions {
+        qos_prefetch_count: 1,
+        ..test_options(&name)
+    };
+    let server = start_server(opts).await;
+    let mut client = TestClient::new().await;
+
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (req, msg_id) = client.as_call(
+            TestClient::request("sleep", json!({"seconds": 3}), Some("4.5")),
+            Value::Null,
+        );
+        client.publish(&name, &name, &req).await;
+        ids.push(msg_id);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let queue = name.clone();
+    let counts = tokio::task::spawn_blocking(move || queue_counts(&queue))
+        .await
+        .unwrap();
+    assert_eq!(
+        counts,
+        (1, 1),
+        "basic.qos(1): one running, one waiting in the queue"
+    );
+
+    let mut answered = BTreeSet::new();
+    for _ in 0..2 {
+        let reply = client.next_reply(REPLY_WAIT).await.expect("missing reply");
+        assert_eq!(reply.inner["result"], "slept");
+        answered.insert(reply.inner["_msg_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(answered, ids.into_iter().collect());
+
+    server.finish(&client).await;
+    client.delete_reply_queue().await;
 }

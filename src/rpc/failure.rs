@@ -87,7 +87,7 @@ impl RemoteError {
         }
     }
 
-    /// `nova.exception.NoValidHost(reason=reason)`: "No valid host was found. <reason>", code 500.
+    /// `nova.exception.NoValidHost(reason=reason)`: `"No valid host was found. <reason>"`, code 500.
     pub fn no_valid_host(reason: impl Into<String>) -> Self {
         let reason = reason.into();
         let mut kwargs = Map::new();
