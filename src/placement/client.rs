@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `SchedulerReportClient`'s scheduler-side calls: allocation candidates, claims
+//! and their cleanup.
+
+use super::auth::{transport_text, truncate, Authenticator, Credentials};
+use super::query::encode_query;
+use super::{PlacementError, PlacementOptions, CANDIDATES_VERSION, CONSUMER_GENERATION_VERSION};
+use reqwest::Method;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// nova's `@retries`: at most this many claim attempts.
+const CLAIM_ATTEMPTS: u32 = 4;
+
+/// The part of a `GET /allocation_candidates` answer nova uses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AllocationCandidates {
+    /// Allocation requests in Placement's order (`{"allocations", "mappings"}` at 1.36).
+    pub allocation_requests: Vec<Value>,
+    /// Provider summaries by resource provider uuid (nova only uses the keys).
+    pub provider_summaries: Map<String, Value>,
+}
+
+/// A reused HTTP client for Placement.
+pub struct PlacementClient {
+    http: reqwest::Client,
+    auth: Authenticator,
+    retry_unit: Duration,
+}
+
+/// One answer: status and body text.
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+/// What one claim attempt found.
+enum Claim {
+    Done(bool),
+    Retry(String),
+}
+
+// === impl PlacementClient ===
+
+impl PlacementClient {
+    /// Builds the client; no request is made until the first call.
+    pub fn new(opts: PlacementOptions) -> Result<Self, PlacementError> {
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("nova-scheduler-rs/", env!("CARGO_PKG_VERSION")))
+            .danger_accept_invalid_certs(opts.insecure);
+        if let Some(timeout) = opts.timeout {
+            builder = builder.timeout(timeout);
+        }
+        if let Some(path) = &opts.cafile {
+            let pem = std::fs::read(path)
+                .map_err(|e| PlacementError::Config(format!("cafile {}: {e}", path.display())))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| PlacementError::Config(format!("cafile {}: {e}", path.display())))?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| PlacementError::Config(format!("HTTP client: {e}")))?;
+        let auth = Authenticator::new(
+            opts.auth,
+            opts.endpoint,
+            opts.region_name,
+            opts.valid_interfaces,
+        )?;
+        Ok(PlacementClient {
+            http,
+            auth,
+            retry_unit: opts.claim_retry_unit,
+        })
+    }
+
+    /// Authenticates now (password auth) so that bad credentials show at startup, as
+    /// nova's startup does (a 401 there is fatal; a down keystone only warns).
+    pub async fn authenticate(&self) -> Result<(), PlacementError> {
+        self.auth.credentials(&self.http).await.map(|_| ())
+    }
+
+    /// `GET /allocation_candidates?<query>` at 1.36. nova treats any error as "no
+    /// candidates" (logging it); the caller decides, the error says what happened.
+    pub async fn get_allocation_candidates(
+        &self,
+        query: &[(String, String)],
+        global_request_id: Option<&str>,
+    ) -> Result<AllocationCandidates, PlacementError> {
+        let path = format!("/allocation_candidates?{}", encode_query(query));
+        let answer = self
+            .request(
+                Method::GET,
+                &path,
+                Some(CANDIDATES_VERSION),
+                None,
+                global_request_id,
+            )
+            .await?;
+        if answer.status != 200 {
+            return Err(http_error(Method::GET, "/allocation_candidates", answer));
+        }
+        let mut body: Value = parse(&answer.body, "GET /allocation_candidates")?;
+        let requests = match body.get_mut("allocation_requests").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => {
+                return Err(bad(
+                    "GET /allocation_candidates",
+                    "no allocation_requests list",
+                ))
+            }
+        };
+        let summaries = match body.get_mut("provider_summaries").map(Value::take) {
+            Some(Value::Object(map)) => map,
+            _ => {
+                return Err(bad(
+                    "GET /allocation_candidates",
+                    "no provider_summaries dict",
+                ))
+            }
+        };
+        Ok(AllocationCandidates {
+            allocation_requests: requests,
+            provider_summaries: summaries,
+        })
+    }
+
+    /// nova's `SchedulerReportClient.claim_resources` for a new consumer
+    /// (`consumer_generation=None`), at the candidates' microversion 1.36.
+    ///
+    /// `Ok(true)`: claimed. `Ok(false)`: not claimed, try the next host — any other
+    /// Placement error, provider-generation conflicts after 4 attempts, and (as
+    /// nova's `@safe_connect`) connection and keystone failures, which are logged.
+    /// `Err(AllocationUpdateFailed)`: consumer generation conflict; nova lets it
+    /// fail the whole request.
+    pub async fn claim_resources(
+        &self,
+        consumer_uuid: &str,
+        alloc_request: &Value,
+        project_id: &str,
+        user_id: &str,
+        global_request_id: Option<&str>,
+    ) -> Result<bool, PlacementError> {
+        for attempt in 0..CLAIM_ATTEMPTS {
+            let sleep = rand::random::<f64>() * f64::from(attempt * 2);
+            tokio::time::sleep(self.retry_unit.mul_f64(sleep)).await;
+            let outcome = self
+                .claim_once(
+                    consumer_uuid,
+                    alloc_request,
+                    project_id,
+                    user_id,
+                    global_request_id,
+                )
+                .await;
+            match outcome {
+                Ok(Claim::Done(claimed)) => return Ok(claimed),
+                Ok(Claim::Retry(reason)) => {
+                    tracing::debug!(consumer_uuid, %reason, "Unable to claim_resources; retrying...");
+                }
+                Err(e @ PlacementError::AllocationUpdateFailed { .. }) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(consumer_uuid, error = %e, "claiming resources in Placement failed");
+                    return Ok(false);
+                }
+            }
+        }
+        tracing::error!("Failed scheduler client operation claim_resources: out of retries");
+        Ok(false)
+    }
+
+    async fn claim_once(
+        &self,
+        consumer_uuid: &str,
+        alloc_request: &Value,
+        project_id: &str,
+        user_id: &str,
+        global_request_id: Option<&str>,
+    ) -> Result<Claim, PlacementError> {
+        let path = format!("/allocations/{consumer_uuid}");
+        let mut payload = match alloc_request {
+            Value::Object(map) => map.clone(),
+            _ => {
+                return Err(bad(
+                    "claim_resources",
+                    "the allocation request is not a dict",
+                ))
+            }
+        };
+        let mut consumer_generation = Value::Null;
+        let current = self
+            .request(
+                Method::GET,
+                &path,
+                Some(CONSUMER_GENERATION_VERSION),
+                None,
+                global_request_id,
+            )
+            .await?;
+        if current.status == 200 {
+            let body: Value = parse(&current.body, "GET /allocations")?;
+            if let Some(existing) = body["allocations"].as_object().filter(|a| !a.is_empty()) {
+                // An evacuation: the instance still holds its source allocation.
+                consumer_generation = match payload.get("consumer_generation") {
+                    Some(own) => own.clone(),
+                    None => body["consumer_generation"].clone(),
+                };
+                payload = doubled_allocations(existing, &payload);
+            }
+        }
+        payload.insert("project_id".into(), Value::from(project_id));
+        payload.insert("user_id".into(), Value::from(user_id));
+        payload.insert("consumer_generation".into(), consumer_generation);
+        let body = Value::Object(payload);
+        let answer = self
+            .request(
+                Method::PUT,
+                &path,
+                Some(CANDIDATES_VERSION),
+                Some(&body),
+                global_request_id,
+            )
+            .await?;
+        if answer.status == 204 {
+            return Ok(Claim::Done(true));
+        }
+        tracing::warn!(consumer_uuid, status = answer.status, body = %truncate(&answer.body),
+            "Failed to save allocation");
+        claim_failure(consumer_uuid, &answer)
+    }
+
+    /// `DELETE /allocations/{uuid}` without a microversion header (nova's
+    /// `force=True` cleanup). 2xx and 404 are fine; another status is
+    /// `AllocationDeleteFailed`. A connection failure is `Unreachable`: nova logs it
+    /// and goes on.
+    pub async fn delete_allocation_for_instance(
+        &self,
+        consumer_uuid: &str,
+    ) -> Result<(), PlacementError> {
+        let path = format!("/allocations/{consumer_uuid}");
+        let answer = self
+            .request(Method::DELETE, &path, None, None, None)
+            .await?;
+        match answer.status {
+            200..=399 => {
+                tracing::info!(consumer_uuid, "Deleted allocations for instance");
+                Ok(())
+            }
+            404 => Ok(()),
+            status => {
+                tracing::warn!(consumer_uuid, status, body = %truncate(&answer.body),
+                    "Unable to delete allocation for instance");
+                Err(PlacementError::AllocationDeleteFailed {
+                    consumer_uuid: consumer_uuid.to_string(),
+                    error: answer.body,
+                })
+            }
+        }
+    }
+
+    /// Sends one request with nova's headers; on a 401 with password auth, gets a
+    /// new token and sends it once more (keystoneauth's re-authentication).
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        microversion: Option<&str>,
+        body: Option<&Value>,
+        global_request_id: Option<&str>,
+    ) -> Result<Answer, PlacementError> {
+        let creds = self.auth.credentials(&self.http).await?;
+        let answer = self
+            .send(&creds, &method, path, microversion, body, global_request_id)
+            .await?;
+        if answer.status != 401 || !self.auth.can_reauthenticate() {
+            return Ok(answer);
+        }
+        self.auth.invalidate().await;
+        let creds = self.auth.credentials(&self.http).await?;
+        self.send(&creds, &method, path, microversion, body, global_request_id)
+            .await
+    }
+
+    async fn send(
+        &self,
+        creds: &Credentials,
+        method: &Method,
+        path: &str,
+        microversion: Option<&str>,
+        body: Option<&Value>,
+        global_request_id: Option<&str>,
+    ) -> Result<Answer, PlacementError> {
+        let url = format!("{}{path}", creds.endpoint);
+        let mut req = self
+            .http
+            .request(method.clone(), &url)
+            .header("Accept", "application/json");
+        if let Some(token) = &creds.token {
+            req = req.header("X-Auth-Token", token);
+        }
+        if let Some(v) = microversion {
+            req = req.header("OpenStack-API-Version", format!("placement {v}"));
+        }
+        if let Some(id) = global_request_id {
+            req = req.header("X-OpenStack-Request-ID", id);
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let unreachable = |e| PlacementError::Unreachable(transport_text(e));
+        let resp = req.send().await.map_err(unreachable)?;
+        let status = resp.status().as_u16();
+        let body = resp.text().await.map_err(unreachable)?;
+        Ok(Answer { status, body })
+    }
+}
+
+/// nova's `_move_operation_alloc_request`: the existing allocations (resources only)
+/// plus every provider of the new request not already allocated; no `mappings`.
+fn doubled_allocations(
+    existing: &Map<String, Value>,
+    new: &Map<String, Value>,
+) -> Map<String, Value> {
+    let mut allocations: Map<String, Value> = existing
+        .iter()
+        .map(|(rp, a)| {
+            (
+                rp.clone(),
+                serde_json::json!({ "resources": a["resources"] }),
+            )
+        })
+        .collect();
+    if let Some(Value::Object(requested)) = new.get("allocations") {
+        for (rp, a) in requested {
+            if !existing.contains_key(rp) {
+                allocations.insert(rp.clone(), a.clone());
+            }
+        }
+    }
+    let mut payload = Map::new();
+    payload.insert("allocations".into(), Value::Object(allocations));
+    payload
+}
+
+/// Reads `errors[0]` of a failed PUT as nova does.
+fn claim_failure(consumer_uuid: &str, answer: &Answer) -> Result<Claim, PlacementError> {
+    let body: Value = serde_json::from_str(&answer.body).unwrap_or(Value::Null);
+    let err = &body["errors"][0];
+    if err["code"].as_str() != Some("placement.concurrent_update") {
+        return Ok(Claim::Done(false));
+    }
+    if err["detail"]
+        .as_str()
+        .is_some_and(|d| d.contains("consumer generation conflict"))
+    {
+        return Err(PlacementError::AllocationUpdateFailed {
+            consumer_uuid: consumer_uuid.to_string(),
+            error: format!(
+                "another process changed the consumer {consumer_uuid} after the report client \
+                 read the consumer state during the claim "
+            ),
+        });
+    }
+    Ok(Claim::Retry(format!(
+        "another process changed the resource providers involved in our attempt to put \
+         allocations for consumer {consumer_uuid}"
+    )))
+}
+
+fn parse(body: &str, what: &str) -> Result<Value, PlacementError> {
+    serde_json::from_str(body).map_err(|e| bad(what, &format!("invalid JSON: {e}")))
+}
+
+fn bad(what: &str, detail: &str) -> PlacementError {
+    PlacementError::BadResponse {
+        what: what.to_string(),
+        detail: detail.to_string(),
+    }
+}
+
+fn http_error(method: Method, path: &str, answer: Answer) -> PlacementError {
+    PlacementError::Http {
+        status: answer.status,
+        method: method.to_string(),
+        path: path.to_string(),
+        body: truncate(&answer.body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn doubling_keeps_existing_and_adds_new_providers() {
+        let existing = obj(json!({
+            "src": {"generation": 3, "resources": {"VCPU": 1}},
+            "shared": {"generation": 1, "resources": {"DISK_GB": 10}}
+        }));
+        let new = obj(json!({
+            "allocations": {"dst": {"resources": {"VCPU": 1}}, "shared": {"resources": {"DISK_GB": 10}}},
+            "mappings": {"": ["dst"]}
+        }));
+        let doubled = doubled_allocations(&existing, &new);
+        assert_eq!(
+            Value::Object(doubled),
+            json!({"allocations": {
+                "src": {"resources": {"VCPU": 1}},
+                "shared": {"resources": {"DISK_GB": 10}},
+                "dst": {"resources": {"VCPU": 1}}
+            }})
+        );
+    }
+
+    #[test]
+    fn failure_classification() {
+        let answer = |body: Value| Answer {
+            status: 409,
+            body: body.to_string(),
+        };
+        let conflict = |detail: &str| {
+            answer(json!({"errors": [{"code": "placement.concurrent_update", "detail": detail}]}))
+        };
+        assert!(matches!(
+            claim_failure(
+                "c",
+                &conflict("consumer generation conflict - expected null but got 1")
+            ),
+            Err(PlacementError::AllocationUpdateFailed { .. })
+        ));
+        assert!(matches!(
+            claim_failure("c", &conflict("resource provider generation conflict")),
+            Ok(Claim::Retry(_))
+        ));
+        let capacity = answer(
+            json!({"errors": [{"code": "placement.undefined_code", "detail": "Unable to allocate"}]}),
+        );
+        assert!(matches!(
+            claim_failure("c", &capacity),
+            Ok(Claim::Done(false))
+        ));
+        let not_json = Answer {
+            status: 500,
+            body: "<html>".into(),
+        };
+        assert!(matches!(
+            claim_failure("c", &not_json),
+            Ok(Claim::Done(false))
+        ));
+    }
+}

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The real Placement (openstack-placement 16 from the venv) under gunicorn, started
+//! once per test binary on a free port, on a fresh `nsrs_t_placement` database
+//! (`placement-manage db sync`), with `auth_strategy = noauth2`
+//! (`X-Auth-Token: admin` is an admin). A watchdog shell stops gunicorn when the test
+//! process is gone.
+#![allow(dead_code)]
+
+use crate::nova_schema;
+use crate::venv;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+pub const DB: &str = "nsrs_t_placement";
+
+static URL: OnceCell<Result<String, String>> = OnceCell::const_new();
+
+/// Base URL of the running Placement; panics with the reason if it cannot start.
+pub async fn url() -> &'static str {
+    match URL.get_or_init(start).await {
+        Ok(url) => url,
+        Err(e) => panic!("Placement could not be started: {e}"),
+    }
+}
+
+async fn start() -> Result<String, String> {
+    let venv = venv::find();
+    nova_schema::recreate_databases(&[DB.to_string()]).await?;
+    let dir = std::env::temp_dir().join(format!("nsrs-t-placement-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let conf = dir.join("placement.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\ndebug = false\n[api]\nauth_strategy = noauth2\n\
+             [placement_database]\nconnection = {}\n",
+            nova_schema::sqla_url(DB)
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let conf_arg = conf.to_string_lossy().into_owned();
+    nova_schema::run(
+        &venv.join("bin/placement-manage"),
+        &["--config-file".into(), conf_arg, "db".into(), "sync".into()],
+        &[],
+    )
+    .await?;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let log = dir.join("gunicorn.log");
+    // gunicorn in the background; the shell waits while this test process lives.
+    let script = format!(
+        "\"{gunicorn}\" --workers 1 --bind 127.0.0.1:{port} --timeout 120 \
+         --error-logfile \"{log}\" placement.wsgi.api:application >/dev/null 2>&1 & g=$!; \
+         while kill -0 {parent} 2>/dev/null && kill -0 $g 2>/dev/null; do sleep 1; done; \
+         kill $g 2>/dev/null; wait $g",
+        gunicorn = venv.join("bin/gunicorn").display(),
+        log = log.display(),
+        parent = std::process::id(),
+    );
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .env("OS_PLACEMENT_CONFIG_DIR", &dir)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("sh: {e}"))?;
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..120 {
+        if let Ok(resp) = http.get(format!("{url}/")).send().await {
+            if resp.status().is_success() {
+                return Ok(url);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let tail = std::fs::read_to_string(&log).unwrap_or_default();
+    Err(format!(
+        "no answer on {url}/ within 60 s; gunicorn log:\n{tail}"
+    ))
+}

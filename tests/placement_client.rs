@@ -1,0 +1,587 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `placement::PlacementClient` against the real Placement (openstack-placement 16
+//! from the venv, served by gunicorn; tests/common/placement_server.rs). Providers,
+//! inventories and traits are seeded through its REST API; each test tags its
+//! providers with its own CUSTOM_ trait so that tests do not see each other's.
+//!
+//! Two peers are stand-ins (tests/common/http_stub.rs): Keystone, because no
+//! Keystone is available here, and a Placement that answers provider-generation
+//! conflicts or a 401 on demand, which the real one cannot be made to do.
+
+#[path = "common/http_stub.rs"]
+mod http_stub;
+#[path = "common/nova_schema.rs"]
+mod nova_schema;
+#[path = "common/placement_server.rs"]
+mod placement_server;
+#[path = "common/venv.rs"]
+mod venv;
+
+use http_stub::{Recorded, Reply};
+use nova_scheduler::model::{Flavor, ImageMeta, RequestLevelParams, RequestSpec};
+use nova_scheduler::placement::{
+    allocation_candidates_query, PasswordAuth, PlacementAuth, PlacementClient, PlacementError,
+    PlacementOptions, QueryOptions,
+};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PROJECT: &str = "8f0c8a3c7b8e4a5b9a3f2b1c0d9e8f7a";
+const USER: &str = "2b1c0d9e8f7a8f0c8a3c7b8e4a5b9a3f";
+
+/// Seeding through Placement's REST API as an admin.
+struct Admin {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Admin {
+    async fn new() -> Admin {
+        Admin {
+            http: reqwest::Client::new(),
+            url: placement_server::url().await.to_string(),
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("X-Auth-Token", "admin")
+            .header("OpenStack-API-Version", "placement 1.36")
+            .header("Accept", "application/json");
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req.send().await.expect("placement");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A provider with VCPU / MEMORY_MB / DISK_GB inventory and traits.
+    async fn provider(&self, uuid: &str, (vcpu, mem, disk): (i64, i64, i64), traits: &[&str]) {
+        let (s, rp) = self
+            .call(
+                reqwest::Method::POST,
+                "/resource_providers",
+                Some(json!({"name": format!("cn-{uuid}"), "uuid": uuid})),
+            )
+            .await;
+        assert_eq!(s, 200, "create provider: {rp}");
+        let inv = json!({"resource_provider_generation": rp["generation"], "inventories": {
+            "VCPU": {"total": vcpu, "allocation_ratio": 1.0},
+            "MEMORY_MB": {"total": mem, "allocation_ratio": 1.0},
+            "DISK_GB": {"total": disk, "allocation_ratio": 1.0}}});
+        let (s, body) = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("/resource_providers/{uuid}/inventories"),
+                Some(inv),
+            )
+            .await;
+        assert_eq!(s, 200, "inventories: {body}");
+        for t in traits.iter().filter(|t| t.starts_with("CUSTOM_")) {
+            let (s, _) = self
+                .call(reqwest::Method::PUT, &format!("/traits/{t}"), None)
+                .await;
+            assert!(s == 201 || s == 204, "trait {t}: {s}");
+        }
+        let body = json!({"resource_provider_generation": body["resource_provider_generation"], "traits": traits});
+        let (s, body) = self
+            .call(
+                reqwest::Method::PUT,
+                &format!("/resource_providers/{uuid}/traits"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(s, 200, "traits: {body}");
+    }
+
+    async fn allocations(&self, consumer: &str) -> Value {
+        self.call(
+            reqwest::Method::GET,
+            &format!("/allocations/{consumer}"),
+            None,
+        )
+        .await
+        .1
+    }
+}
+
+fn admin_client(url: &str) -> PlacementClient {
+    PlacementClient::new(PlacementOptions {
+        endpoint: Some(url.to_string()),
+        auth: PlacementAuth::AdminToken {
+            token: "admin".into(),
+        },
+        claim_retry_unit: Duration::from_millis(1),
+        ..PlacementOptions::default()
+    })
+    .expect("client")
+}
+
+fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// A 2 vCPU / 4 GiB / 20 GB flavor restricted to providers carrying `tag`.
+fn flavor_spec(tag: &str) -> RequestSpec {
+    RequestSpec {
+        flavor: Flavor {
+            vcpus: 2,
+            memory_mb: 4096,
+            root_gb: 20,
+            ..Flavor::default()
+        },
+        image: Some(ImageMeta {
+            properties: json!({"traits_required": [tag]})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            ..ImageMeta::default()
+        }),
+        request_level_params: RequestLevelParams {
+            root_required: ["OWNER_NOVA".to_string()].into_iter().collect(),
+            root_forbidden: ["COMPUTE_STATUS_DISABLED".to_string()]
+                .into_iter()
+                .collect(),
+            same_subtree: Vec::new(),
+        },
+        ..RequestSpec::default()
+    }
+}
+
+fn query(tag: &str) -> Vec<(String, String)> {
+    allocation_candidates_query(&flavor_spec(tag), &QueryOptions::default())
+}
+
+#[tokio::test]
+async fn candidates_for_a_flavor() {
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_CANDIDATES";
+    let (big, small, disabled) = (uuid(), uuid(), uuid());
+    admin
+        .provider(&big, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    admin
+        .provider(&small, (1, 512, 10), &["OWNER_NOVA", tag])
+        .await;
+    admin
+        .provider(
+            &disabled,
+            (8, 16384, 100),
+            &["OWNER_NOVA", "COMPUTE_STATUS_DISABLED", tag],
+        )
+        .await;
+    let client = admin_client(&admin.url);
+    let got = client
+        .get_allocation_candidates(
+            &query(tag),
+            Some("req-5b8e4a5b-0000-4000-8000-000000000001"),
+        )
+        .await
+        .expect("candidates");
+    assert_eq!(
+        got.allocation_requests,
+        vec![
+            json!({"allocations": {big.as_str(): {"resources": {"DISK_GB": 20, "MEMORY_MB": 4096, "VCPU": 2}}},
+                    "mappings": {"": [big.as_str()]}})
+        ]
+    );
+    assert_eq!(
+        got.provider_summaries.keys().collect::<Vec<_>>(),
+        vec![&big]
+    );
+    // Bad query: Placement's 400 is an Http error the caller can tell apart.
+    match client
+        .get_allocation_candidates(&[("resources".into(), "VCPU:x".into())], None)
+        .await
+    {
+        Err(PlacementError::Http { status: 400, .. }) => {}
+        other => panic!("expected HTTP 400, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn claim_then_delete() {
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_CLAIM";
+    let rp = uuid();
+    admin
+        .provider(&rp, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let client = admin_client(&admin.url);
+    let cands = client
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("candidates");
+    let consumer = uuid();
+    let claimed = client
+        .claim_resources(
+            &consumer,
+            &cands.allocation_requests[0],
+            PROJECT,
+            USER,
+            Some("req-1"),
+        )
+        .await
+        .expect("claim");
+    assert!(claimed);
+    let allocs = admin.allocations(&consumer).await;
+    assert_eq!(
+        allocs["allocations"][&rp]["resources"],
+        json!({"DISK_GB": 20, "MEMORY_MB": 4096, "VCPU": 2})
+    );
+    assert_eq!(
+        (allocs["project_id"].as_str(), allocs["user_id"].as_str()),
+        (Some(PROJECT), Some(USER))
+    );
+    client
+        .delete_allocation_for_instance(&consumer)
+        .await
+        .expect("delete");
+    assert_eq!(admin.allocations(&consumer).await["allocations"], json!({}));
+    // Nothing left: Placement answers 404, which is fine.
+    client
+        .delete_allocation_for_instance(&consumer)
+        .await
+        .expect("delete again");
+}
+
+#[tokio::test]
+async fn claim_on_a_full_provider_is_false() {
+    let admin = Admin::new().await;
+    let rp = uuid();
+    admin
+        .provider(&rp, (1, 1024, 10), &["OWNER_NOVA", "CUSTOM_NSRS_FULL"])
+        .await;
+    let client = admin_client(&admin.url);
+    let request = json!({"allocations": {rp.as_str(): {"resources": {"VCPU": 2}}}, "mappings": {"": [rp.as_str()]}});
+    let consumer = uuid();
+    assert!(!client
+        .claim_resources(&consumer, &request, PROJECT, USER, None)
+        .await
+        .expect("claim"));
+    assert_eq!(admin.allocations(&consumer).await["allocations"], json!({}));
+}
+
+#[tokio::test]
+async fn existing_consumer_is_doubled_and_generation_conflict_fails() {
+    let admin = Admin::new().await;
+    let (src, dst) = (uuid(), uuid());
+    admin
+        .provider(&src, (4, 8192, 50), &["OWNER_NOVA", "CUSTOM_NSRS_MOVE"])
+        .await;
+    admin
+        .provider(&dst, (4, 8192, 50), &["OWNER_NOVA", "CUSTOM_NSRS_MOVE"])
+        .await;
+    let client = admin_client(&admin.url);
+    let on = |rp: &str| json!({"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}, "mappings": {"": [rp]}});
+    let consumer = uuid();
+    assert!(client
+        .claim_resources(&consumer, &on(&src), PROJECT, USER, None)
+        .await
+        .expect("first"));
+    // The instance still holds `src` (an evacuation): the claim doubles the allocation.
+    assert!(client
+        .claim_resources(&consumer, &on(&dst), PROJECT, USER, None)
+        .await
+        .expect("doubled"));
+    let allocs = admin.allocations(&consumer).await;
+    let mut rps: Vec<&String> = allocs["allocations"]
+        .as_object()
+        .expect("allocations")
+        .keys()
+        .collect();
+    rps.sort();
+    let mut want = vec![&src, &dst];
+    want.sort();
+    assert_eq!(rps, want);
+    // A consumer generation the caller put in the request (forced evacuation) that is
+    // stale: Placement reports a consumer generation conflict -> AllocationUpdateFailed.
+    let mut stale = on(&dst);
+    stale["consumer_generation"] = json!(99);
+    match client
+        .claim_resources(&consumer, &stale, PROJECT, USER, None)
+        .await
+    {
+        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
+            assert_eq!(consumer_uuid, consumer)
+        }
+        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn no_token_and_unreachable_are_distinguishable() {
+    let url = placement_server::url().await;
+    let anonymous = PlacementClient::new(PlacementOptions {
+        endpoint: Some(url.to_string()),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    match anonymous
+        .get_allocation_candidates(&query("CUSTOM_X"), None)
+        .await
+    {
+        Err(PlacementError::Http { status: 401, .. }) => {}
+        other => panic!("expected 401, got {other:?}"),
+    }
+    let request = json!({"allocations": {uuid(): {"resources": {"VCPU": 1}}}, "mappings": {}});
+    assert!(!anonymous
+        .claim_resources(&uuid(), &request, PROJECT, USER, None)
+        .await
+        .expect("claim"));
+
+    let down = admin_client("http://127.0.0.1:1");
+    assert!(matches!(
+        down.get_allocation_candidates(&query("CUSTOM_X"), None)
+            .await,
+        Err(PlacementError::Unreachable(_))
+    ));
+    assert!(!down
+        .claim_resources(&uuid(), &request, PROJECT, USER, None)
+        .await
+        .expect("claim"));
+    assert!(matches!(
+        down.delete_allocation_for_instance(&uuid()).await,
+        Err(PlacementError::Unreachable(_))
+    ));
+}
+
+/// Headers and bodies exactly as nova sends them, seen by a recording stand-in.
+#[tokio::test]
+async fn headers_and_bodies_as_nova_sends_them() {
+    let stub = http_stub::start(Arc::new(|r: &Recorded| {
+        match (r.method.as_str(), r.path.as_str()) {
+            ("GET", p) if p.starts_with("/allocation_candidates") => Reply::json(
+                200,
+                json!({"allocation_requests": [], "provider_summaries": {}}),
+            ),
+            ("GET", _) => Reply::json(200, json!({"allocations": {}})),
+            ("PUT", _) => Reply::json(204, json!({})),
+            _ => Reply::json(
+                500,
+                json!({"errors": [{"code": "placement.undefined_code", "detail": "boom"}]}),
+            ),
+        }
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        endpoint: Some(format!("{}/", stub.url)),
+        auth: PlacementAuth::AdminToken {
+            token: "t0ken".into(),
+        },
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    client
+        .get_allocation_candidates(&query("CUSTOM_A"), Some("req-gid"))
+        .await
+        .expect("candidates");
+    let request =
+        json!({"allocations": {"rp1": {"resources": {"VCPU": 1}}}, "mappings": {"": ["rp1"]}});
+    assert!(client
+        .claim_resources("c1", &request, PROJECT, USER, Some("req-gid"))
+        .await
+        .expect("claim"));
+    match client.delete_allocation_for_instance("c1").await {
+        Err(PlacementError::AllocationDeleteFailed {
+            consumer_uuid,
+            error,
+        }) => {
+            assert_eq!(consumer_uuid, "c1");
+            assert!(error.contains("boom"));
+        }
+        other => panic!("expected AllocationDeleteFailed, got {other:?}"),
+    }
+    let seen = stub.recorded();
+    let summary: Vec<(String, String, Option<String>)> = seen
+        .iter()
+        .map(|r| {
+            (
+                r.method.clone(),
+                r.path.clone(),
+                r.header("openstack-api-version").map(str::to_string),
+            )
+        })
+        .collect();
+    let v = |s: &str| Some(s.to_string());
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "GET".into(),
+                "/allocation_candidates?limit=1000&required=CUSTOM_A&resources=DISK_GB%3A20%2CMEMORY_MB%3A4096%2CVCPU%3A2\
+                 &root_required=OWNER_NOVA%2C%21COMPUTE_STATUS_DISABLED"
+                    .into(),
+                v("placement 1.36")
+            ),
+            ("GET".into(), "/allocations/c1".into(), v("placement 1.28")),
+            ("PUT".into(), "/allocations/c1".into(), v("placement 1.36")),
+            ("DELETE".into(), "/allocations/c1".into(), None),
+        ]
+    );
+    for r in &seen {
+        assert_eq!(r.header("x-auth-token"), Some("t0ken"));
+        assert_eq!(r.header("accept"), Some("application/json"));
+    }
+    assert_eq!(seen[0].header("x-openstack-request-id"), Some("req-gid"));
+    assert_eq!(seen[3].header("x-openstack-request-id"), None);
+    let put: Value = serde_json::from_str(&seen[2].body).expect("json");
+    assert_eq!(
+        put,
+        json!({"allocations": {"rp1": {"resources": {"VCPU": 1}}}, "mappings": {"": ["rp1"]},
+               "project_id": PROJECT, "user_id": USER, "consumer_generation": null})
+    );
+}
+
+/// Provider-generation conflicts are retried: 4 attempts, then "not claimed".
+#[tokio::test]
+async fn provider_generation_conflicts_are_retried() {
+    let puts = Arc::new(AtomicUsize::new(0));
+    let count = puts.clone();
+    let stub = http_stub::start(Arc::new(move |r: &Recorded| {
+        if r.method == "GET" {
+            return Reply::json(200, json!({"allocations": {}}));
+        }
+        let n = count.fetch_add(1, Ordering::SeqCst);
+        if n == 5 {
+            return Reply::json(204, json!({}));
+        }
+        Reply::json(409, json!({"errors": [{"status": 409, "code": "placement.concurrent_update",
+            "detail": "There was a conflict when trying to complete your request.\n\n resource provider generation conflict"}]}))
+    }))
+    .await;
+    let client = admin_client(&stub.url);
+    let request =
+        json!({"allocations": {"rp1": {"resources": {"VCPU": 1}}}, "mappings": {"": ["rp1"]}});
+    assert!(!client
+        .claim_resources("c1", &request, PROJECT, USER, None)
+        .await
+        .expect("claim"));
+    assert_eq!(puts.load(Ordering::SeqCst), 4);
+    // The 5th PUT fails once more, the 6th succeeds: a success within 4 attempts is true.
+    assert!(client
+        .claim_resources("c1", &request, PROJECT, USER, None)
+        .await
+        .expect("claim"));
+    assert_eq!(puts.load(Ordering::SeqCst), 6);
+}
+
+/// Keystone v3 password auth. Keystone is a stand-in (none is available here); the
+/// catalog it returns points at the real Placement, which accepts the token `admin`.
+#[tokio::test]
+async fn password_auth_through_a_keystone_stand_in() {
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_PASSWORD";
+    let rp = uuid();
+    admin
+        .provider(&rp, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let placement = admin.url.clone();
+    let keystone = http_stub::start(Arc::new(move |r: &Recorded| {
+        if (r.method.as_str(), r.path.as_str()) != ("POST", "/identity/v3/auth/tokens") {
+            return Reply::json(404, json!({}));
+        }
+        let expires = (chrono::Utc::now() + chrono::Duration::hours(1)).format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let mut reply = Reply::json(201, json!({"token": {"expires_at": expires, "catalog": [
+            {"type": "compute", "endpoints": [{"interface": "internal", "region_id": "RegionOne", "url": "http://nova"}]},
+            {"type": "placement", "endpoints": [
+                {"interface": "public", "region_id": "RegionOne", "url": "http://127.0.0.1:1/wrong"},
+                {"interface": "internal", "region_id": "RegionTwo", "url": "http://127.0.0.1:1/other-region"},
+                {"interface": "internal", "region_id": "RegionOne", "url": placement.clone()}]}]}}));
+        reply.headers.push(("X-Subject-Token".into(), "admin".into()));
+        reply
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        auth: PlacementAuth::Password(PasswordAuth {
+            auth_url: format!("{}/identity/v3", keystone.url),
+            username: Some("nova".into()),
+            password: "n0va-Secret".into(),
+            user_domain_name: Some("Default".into()),
+            project_name: Some("service".into()),
+            project_domain_name: Some("Default".into()),
+            ..PasswordAuth::default()
+        }),
+        region_name: Some("RegionOne".into()),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    client.authenticate().await.expect("authenticate");
+    for _ in 0..2 {
+        let got = client
+            .get_allocation_candidates(&query(tag), None)
+            .await
+            .expect("candidates");
+        assert_eq!(got.provider_summaries.keys().collect::<Vec<_>>(), vec![&rp]);
+    }
+    let posts = keystone.recorded();
+    assert_eq!(posts.len(), 1, "the token is cached");
+    let body: Value = serde_json::from_str(&posts[0].body).expect("json");
+    assert_eq!(
+        body,
+        json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "name": "nova", "domain": {"name": "Default"}, "password": "n0va-Secret"}}},
+            "scope": {"project": {"name": "service", "domain": {"name": "Default"}}}}})
+    );
+}
+
+/// A 401 from Placement makes the client authenticate again, once (both stand-ins).
+#[tokio::test]
+async fn reauthenticates_once_on_401() {
+    let issued = Arc::new(AtomicUsize::new(0));
+    let counter = issued.clone();
+    let placement = http_stub::start(Arc::new(|r: &Recorded| match r.header("x-auth-token") {
+        Some("token-2") => Reply::json(
+            200,
+            json!({"allocation_requests": [], "provider_summaries": {}}),
+        ),
+        _ => Reply::json(401, json!({"error": "expired"})),
+    }))
+    .await;
+    let placement_url = placement.url.clone();
+    let keystone = http_stub::start(Arc::new(move |_r: &Recorded| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut reply = Reply::json(
+            201,
+            json!({"token": {"catalog": [{"type": "placement", "endpoints": [
+            {"interface": "public", "region_id": "RegionOne", "url": placement_url.clone()}]}]}}),
+        );
+        reply
+            .headers
+            .push(("X-Subject-Token".into(), format!("token-{n}")));
+        reply
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        auth: PlacementAuth::Password(PasswordAuth {
+            auth_url: keystone.url.clone(),
+            user_id: Some("u1".into()),
+            password: "pw".into(),
+            project_id: Some("p1".into()),
+            ..PasswordAuth::default()
+        }),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    client
+        .get_allocation_candidates(&[], None)
+        .await
+        .expect("second token works");
+    assert_eq!(issued.load(Ordering::SeqCst), 2);
+    let tokens: Vec<Option<String>> = placement
+        .recorded()
+        .iter()
+        .map(|r| r.header("x-auth-token").map(str::to_string))
+        .collect();
+    assert_eq!(
+        tokens,
+        vec![Some("token-1".to_string()), Some("token-2".to_string())]
+    );
+    assert_eq!(keystone.recorded()[0].path, "/v3/auth/tokens");
+}
