@@ -1,1 +1,253 @@
 // SPDX-License-Identifier: Apache-2.0
+//! Wiring and process life: nova.conf → the decision core, the database and
+//! Placement edges, the manager endpoint, and the RPC server; SIGTERM/SIGINT stop it.
+
+use crate::config::{Config, DbUrl};
+use crate::filters::{build_chain, FilterConfig};
+use crate::manager::{ManagerEndpoint, ManagerOptions, SchedulerManager};
+use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
+use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
+use crate::scheduler::Scheduler;
+use crate::state::{HostStateStore, StateOptions};
+use crate::weighers::{build_pipeline, WeigherConfig};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::info;
+
+/// Why the daemon could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("database: {0}")]
+    State(#[from] crate::state::StateError),
+    #[error("placement: {0}")]
+    Placement(#[from] crate::placement::PlacementError),
+    #[error("messaging: {0}")]
+    Rpc(#[from] crate::rpc::RpcError),
+}
+
+/// Resolves when the process is asked to stop (SIGTERM or SIGINT).
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    info!("shutdown requested");
+}
+
+/// The decision core as nova.conf configures it.
+pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
+    let fs = &config.filter_scheduler;
+    let filter_config = FilterConfig {
+        service_down_time: config.default.service_down_time as i64,
+        report_interval: config.default.report_interval as i64,
+    };
+    let filters = build_chain(&fs.enabled_filters, &filter_config)
+        .map_err(|e| AppError::Config(e.to_string()))?;
+    let weigher_config = WeigherConfig {
+        ram_weight_multiplier: fs.ram_weight_multiplier,
+        cpu_weight_multiplier: fs.cpu_weight_multiplier,
+        disk_weight_multiplier: fs.disk_weight_multiplier,
+        io_ops_weight_multiplier: fs.io_ops_weight_multiplier,
+        pci_weight_multiplier: fs.pci_weight_multiplier,
+        soft_affinity_weight_multiplier: fs.soft_affinity_weight_multiplier,
+        soft_anti_affinity_weight_multiplier: fs.soft_anti_affinity_weight_multiplier,
+        build_failure_weight_multiplier: fs.build_failure_weight_multiplier,
+        cross_cell_move_weight_multiplier: fs.cross_cell_move_weight_multiplier,
+        hypervisor_version_weight_multiplier: fs.hypervisor_version_weight_multiplier,
+        num_instances_weight_multiplier: fs.num_instances_weight_multiplier,
+        image_props_weight_multiplier: fs.image_props_weight_multiplier,
+        metrics_weight_setting_empty: config.metrics.weight_setting.is_empty(),
+    };
+    let weighers = build_pipeline(&fs.weight_classes, &weigher_config)
+        .map_err(|e| AppError::Config(e.to_string()))?;
+    info!(filters = ?filters.names(), weighers = ?weighers.names(), "pipeline built");
+    Ok(Scheduler {
+        filters,
+        weighers,
+        host_subset_size: fs.host_subset_size.max(1) as usize,
+        shuffle_best_same_weighed_hosts: fs.shuffle_best_same_weighed_hosts,
+        max_attempts: config.scheduler.max_attempts.max(1) as usize,
+    })
+}
+
+fn rpc_options(config: &Config) -> RpcServerOptions {
+    let r = &config.oslo_messaging_rabbit;
+    let brokers = config
+        .transport
+        .hosts
+        .iter()
+        .map(|b| rpc::BrokerAddress {
+            host: b.host.clone(),
+            port: b.port,
+            username: b.username.clone(),
+            password: b.password.expose().to_string(),
+            virtual_host: b.virtual_host.clone(),
+        })
+        .collect();
+    let ssl = r.ssl.then(|| TlsOptions {
+        ca_file: non_empty(&r.ssl_ca_file),
+        cert_file: non_empty(&r.ssl_cert_file),
+        key_file: non_empty(&r.ssl_key_file),
+    });
+    RpcServerOptions {
+        brokers,
+        control_exchange: config.default.control_exchange.clone(),
+        topic: "scheduler".into(),
+        server: config.default.host.clone(),
+        durable_queues: r.amqp_durable_queues || r.rabbit_quorum_queue,
+        auto_delete: r.amqp_auto_delete,
+        quorum_queue: r.rabbit_quorum_queue,
+        transient_quorum_queue: r.rabbit_transient_quorum_queue,
+        transient_queues_ttl: r.rabbit_transient_queues_ttl.min(u32::MAX as u64) as u32,
+        qos_prefetch_count: r.rabbit_qos_prefetch_count,
+        heartbeat_timeout_threshold: r.heartbeat_timeout_threshold.min(u16::MAX as u64) as u16,
+        login_method: r.rabbit_login_method.clone(),
+        retry_interval: r.rabbit_retry_interval as f64,
+        retry_backoff: r.rabbit_retry_backoff as f64,
+        interval_max: r.rabbit_interval_max as f64,
+        missing_consumer_retry_timeout: r.kombu_missing_consumer_retry_timeout,
+        compression: r.kombu_compression.clone(),
+        ssl,
+        max_concurrent_calls: config.default.executor_thread_pool_size.max(1) as usize,
+        rpc_ping_enabled: config.default.rpc_ping_enabled,
+        ha_queues: r.rabbit_ha_queues,
+        quorum_delivery_limit: r.rabbit_quorum_delivery_limit.max(0) as u32,
+        quorum_max_memory_length: r.rabbit_quorum_max_memory_length.max(0) as u32,
+        quorum_max_memory_bytes: r.rabbit_quorum_max_memory_bytes.max(0) as u32,
+        enable_cancel_on_failover: r.enable_cancel_on_failover,
+    }
+}
+
+fn non_empty(s: &str) -> Option<std::path::PathBuf> {
+    (!s.is_empty()).then(|| s.into())
+}
+
+/// Runs the daemon until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AppError> {
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+    let scheduler = build_scheduler(&config)?;
+    let store = Arc::new(HostStateStore::connect(state_options(&config)?).await?);
+    let placement = Arc::new(PlacementClient::new(placement_options(&config)?)?);
+    let manager = Arc::new(SchedulerManager::new(
+        scheduler,
+        store,
+        placement,
+        ManagerOptions {
+            max_placement_results: config.scheduler.max_placement_results,
+            default_availability_zone: config.default.default_availability_zone.clone(),
+            rng_seed: None,
+        },
+    ));
+    // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
+    let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
+    rpc::run(rpc_options(&config), endpoints, shutdown).await?;
+    info!("stopped");
+    Ok(())
+}
+
+/// `[database]` / `[api_database]` and the ratio fallbacks, for the state edge.
+fn state_options(config: &Config) -> Result<StateOptions, AppError> {
+    let api = config.api_database_url.as_ref().ok_or_else(|| {
+        AppError::Config("[api_database] connection is required (cells are found there)".into())
+    })?;
+    let main = config
+        .database_url
+        .as_ref()
+        .ok_or_else(|| AppError::Config("[database] connection is required".into()))?;
+    // cell_mappings rows hold SQLAlchemy URLs, possibly templates filled from [database].
+    let local = config
+        .database
+        .connection
+        .as_ref()
+        .map(|s| s.expose().to_string())
+        .unwrap_or_default();
+    let resolver: crate::state::CellUrlResolver = Arc::new(move |template: &str| {
+        let url = crate::config::format_cell_url(template, &local).map_err(|e| e.to_string())?;
+        DbUrl::parse(&url).map(|u| u.to_sqlx_url())
+    });
+    let d = &config.default;
+    let mut opts = StateOptions::new(api.to_sqlx_url(), main.to_sqlx_url(), resolver);
+    opts.cpu_allocation_ratio = d.cpu_allocation_ratio;
+    opts.ram_allocation_ratio = d.ram_allocation_ratio;
+    opts.disk_allocation_ratio = d.disk_allocation_ratio;
+    opts.initial_cpu_allocation_ratio = d.initial_cpu_allocation_ratio;
+    opts.initial_ram_allocation_ratio = d.initial_ram_allocation_ratio;
+    opts.initial_disk_allocation_ratio = d.initial_disk_allocation_ratio;
+    Ok(opts)
+}
+
+/// `[placement]` as keystoneauth reads it: `admin_token`, `none`/`noauth`, `password`.
+fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
+    let p = &config.placement;
+    let auth_type = p
+        .auth_type
+        .as_deref()
+        .unwrap_or("none")
+        .to_ascii_lowercase();
+    let auth = match auth_type.as_str() {
+        "none" | "noauth" => PlacementAuth::None,
+        "admin_token" => PlacementAuth::AdminToken {
+            token: p
+                .token
+                .as_ref()
+                .map(|t| t.expose().to_string())
+                .ok_or_else(|| {
+                    AppError::Config("[placement] auth_type = admin_token needs token".into())
+                })?,
+        },
+        "password" | "v3password" => PlacementAuth::Password(crate::placement::PasswordAuth {
+            auth_url: p.auth_url.clone().ok_or_else(|| {
+                AppError::Config("[placement] auth_type = password needs auth_url".into())
+            })?,
+            username: p.username.clone(),
+            user_id: p.user_id.clone(),
+            password: p
+                .password
+                .as_ref()
+                .map(|s| s.expose().to_string())
+                .unwrap_or_default(),
+            user_domain_name: p.user_domain_name.clone(),
+            user_domain_id: p.user_domain_id.clone(),
+            project_name: p.project_name.clone(),
+            project_id: p.project_id.clone(),
+            project_domain_name: p.project_domain_name.clone(),
+            project_domain_id: p.project_domain_id.clone(),
+            default_domain_name: p.default_domain_name.clone(),
+            default_domain_id: p.default_domain_id.clone(),
+            system_scope: p.system_scope.clone(),
+        }),
+        other => return Err(AppError::Config(format!(
+            "[placement] auth_type = {other} is not supported (use admin_token, none or password)"
+        ))),
+    };
+    Ok(PlacementOptions {
+        endpoint: p.endpoint_override.clone().or_else(|| p.endpoint.clone()),
+        auth,
+        timeout: p.timeout.map(Duration::from_secs_f64),
+        cafile: p.cafile.as_ref().map(Into::into),
+        insecure: p.insecure,
+        region_name: p.region_name.clone(),
+        valid_interfaces: p.valid_interfaces.clone(),
+        ..PlacementOptions::default()
+    })
+}

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The core's [`Claimer`] over Placement, with nova's rules: a consumer-generation
+//! conflict fails the request; any other failure to claim moves on to the next host.
+
+use crate::model::HostState;
+use crate::placement::{PlacementClient, PlacementError};
+use crate::scheduler::{ClaimError, Claimer};
+use serde_json::Value;
+use tracing::warn;
+
+pub struct PlacementClaims<'a> {
+    placement: &'a PlacementClient,
+    project_id: String,
+    user_id: String,
+    global_request_id: Option<String>,
+}
+
+impl<'a> PlacementClaims<'a> {
+    pub fn new(
+        placement: &'a PlacementClient,
+        project_id: String,
+        user_id: String,
+        global_request_id: Option<String>,
+    ) -> Self {
+        PlacementClaims {
+            placement,
+            project_id,
+            user_id,
+            global_request_id,
+        }
+    }
+}
+
+impl Claimer for PlacementClaims<'_> {
+    async fn claim(
+        &mut self,
+        instance_uuid: &str,
+        host: &HostState,
+        allocation_request: &Value,
+    ) -> Result<bool, ClaimError> {
+        match self
+            .placement
+            .claim_resources(
+                instance_uuid,
+                allocation_request,
+                &self.project_id,
+                &self.user_id,
+                self.global_request_id.as_deref(),
+            )
+            .await
+        {
+            Ok(claimed) => Ok(claimed),
+            Err(PlacementError::AllocationUpdateFailed {
+                consumer_uuid,
+                error,
+            }) => Err(ClaimError::AllocationUpdateFailed {
+                consumer_uuid,
+                error,
+            }),
+            Err(e) => {
+                warn!(host = %host.host, instance = instance_uuid, error = %e, "claim failed; trying the next host");
+                Ok(false)
+            }
+        }
+    }
+
+    /// Deletes every claim of the request; keeps going past a failure so no claim is
+    /// left behind, then reports the first failure as nova's `AllocationDeleteFailed`.
+    async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
+        let mut first_error = None;
+        for uuid in instance_uuids {
+            if let Err(e) = self.placement.delete_allocation_for_instance(uuid).await {
+                warn!(instance = %uuid, error = %e, "could not release the claim");
+                first_error.get_or_insert(ClaimError::AllocationDeleteFailed {
+                    consumer_uuid: uuid.clone(),
+                    error: e.to_string(),
+                });
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
