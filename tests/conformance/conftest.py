@@ -102,7 +102,11 @@ def scheduler(conf, seeded):
             pytest.fail(f"{binary} not found: cargo build --release (or set NSRS_BIN)")
         cmd = [binary, "--config-file", str(H.NOVA_CONF)]
 
-    busy = consumers()
+    # A scheduler stopped just before (e.g. the reference run) may take a
+    # moment to drop its consumer; anything still there after 15 s is foreign.
+    deadline = time.monotonic() + 15
+    while (busy := consumers()) and time.monotonic() < deadline:
+        time.sleep(0.5)
     if busy:
         pytest.fail(f"{busy} consumer(s) already on queue '{SCHEDULER_QUEUE}' of "
                     f"{conf['DEFAULT']['transport_url']}: "
@@ -116,16 +120,30 @@ def scheduler(conf, seeded):
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True)
 
+    def group_alive():
+        try:
+            os.killpg(proc.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
     def stop():
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
+        """TERM the whole process group (nova-scheduler forks workers), wait
+        until every member is gone, KILL what is left after 20 s."""
+        if group_alive():
+            os.killpg(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                proc.poll()  # reap the leader so the group can empty
+                if not group_alive():
+                    break
+                time.sleep(0.2)
+            else:
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-            except ProcessLookupError:
-                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
         log.close()
 
     try:
