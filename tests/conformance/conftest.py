@@ -36,6 +36,17 @@ import nsrs_helpers as H  # noqa: E402
 SCHEDULER_QUEUE = "scheduler"
 
 
+def pytest_report_header(config):
+    raw = os.environ.get("NSRS_SCHEDULER_CMD", "").strip()
+    if raw == "nova":
+        what = "the real nova-scheduler 34 from the venv (reference run)"
+    elif raw:
+        what = raw
+    else:
+        what = os.environ.get("NSRS_BIN") or str(H.REPO / "target" / "release" / "nova-scheduler-rs")
+    return [f"scheduler under test: {what}", f"stack state: {H.STATE}"]
+
+
 def _log_tail(path, n=80):
     try:
         with open(path, errors="replace") as f:
