@@ -2,6 +2,7 @@
 //! Logging: `tracing` to stderr. `RUST_LOG` wins; otherwise `info`, or `debug` when
 //! nova.conf sets `[DEFAULT] debug = true`.
 
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 pub fn init(debug: bool) {

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 const TOOLS: [&str; 4] = ["python", "nova-manage", "placement-manage", "gunicorn"];
 
 /// `$NSRS_VENV`, else the newest complete `venv-*` under `$NSRS_CACHE` (default
-/// `~/.cache/nova-scheduler-rs`, where `scripts/stack.sh venv` builds it), else
-/// `/work/cache/venv-probe`. Panics with a clear message if none is usable.
+/// `~/.cache/nova-scheduler-rs`, where `scripts/stack.sh venv` builds it and marks it
+/// complete). Panics with a clear message if none is usable.
 pub fn find() -> PathBuf {
     if let Some(dir) = std::env::var_os("NSRS_VENV") {
         let dir = PathBuf::from(dir);
@@ -40,10 +40,10 @@ pub fn find() -> PathBuf {
         .collect();
     candidates.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
     candidates.reverse();
-    candidates.push(PathBuf::from("/work/cache/venv-probe"));
     candidates
         .into_iter()
-        .find(|p| missing_tool(p).is_none())
+        // A venv still being built by `stack.sh venv` has no completion marker yet.
+        .find(|p| p.join(".nsrs-complete").is_file() && missing_tool(p).is_none())
         .unwrap_or_else(|| {
             panic!(
                 "no Python venv with nova 34 and placement 16 found: set NSRS_VENV, or run \
