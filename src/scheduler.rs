@@ -206,11 +206,18 @@ impl Scheduler {
             0
         };
         let claiming = req.use_placement && req.instance_uuids.is_some();
+        // The claim path iterates over the uuids (an empty list places nothing and ends
+        // in NoValidHost); the legacy path over `num_instances`.
+        let iterations = if claiming {
+            req.instance_uuids.as_ref().map_or(0, Vec::len)
+        } else {
+            num_instances
+        };
         let mut candidates: Vec<usize> = (0..hosts.len()).collect();
         let mut selected: Vec<Destination> = Vec::new();
         let mut claimed: Vec<String> = Vec::new();
         let mut last_index = 0;
-        for num in 0..num_instances {
+        for num in 0..iterations {
             last_index = num;
             let uuid = req
                 .instance_uuids

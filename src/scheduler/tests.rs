@@ -315,3 +315,21 @@ async fn forced_host_bypasses_filters() {
     .expect("forced");
     assert_eq!(names(&out)[0], vec!["a"]);
 }
+
+#[tokio::test]
+async fn empty_instance_uuids_place_nothing() {
+    // nova: `for num, uuid in enumerate([])` never runs; num_instances comes from the spec.
+    let mut req = request(&[]);
+    req.spec.num_instances = 1;
+    let mut claims = FakeClaims::default();
+    let err = run(&scheduler(1), vec![host("a", "c1", 8192)], req, &mut claims)
+        .await
+        .expect_err("nothing placed");
+    assert_eq!(
+        err,
+        ScheduleError::NoValidHost {
+            reason: "There are not enough hosts available.".into()
+        }
+    );
+    assert!(claims.claims.is_empty());
+}
