@@ -5,17 +5,17 @@
 //! - 4.5: `spec_obj`, `instance_uuids`, `return_objects`, `return_alternates` (supported)
 //! - 4.4 / 4.3: `spec_obj` with or without `instance_uuids` (supported: no claim
 //!   without uuids, legacy dicts returned)
-//! - 4.0–4.2: legacy `request_spec` / `filter_properties` dicts (not yet: a clear
-//!   failure is returned)
+//! - 4.0–4.2: legacy `request_spec` / `filter_properties` dicts, hydrated as nova's
+//!   `RequestSpec.from_primitives` does (no claim: no instance uuids)
 //!
-//! The fanout casts (`update_aggregates`, `delete_aggregate`, `update_instance_info`,
-//! `delete_instance_info`, `sync_instance_info`) are not handled yet; the dispatcher
-//! answers them with `NoSuchMethod` (logged, casts get no reply).
+//! Fanout casts: `update_aggregates` / `delete_aggregate` (4.1) update the aggregate
+//! cache; `update_instance_info` / `delete_instance_info` / `sync_instance_info` (4.2)
+//! are accepted and need no state (instances are read per request, see `cast`).
 
 mod claims;
 mod prefilters;
 
-use crate::model::{pyjson, HostState, RequestSpec, SchedulerLimits, Selection};
+use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
@@ -187,7 +187,47 @@ impl SchedulerManager {
 
     /// The methods of nova's manager this daemon serves.
     pub fn has_method(&self, method: &str) -> bool {
-        method == "select_destinations"
+        matches!(
+            method,
+            "select_destinations"
+                | "update_aggregates"
+                | "delete_aggregate"
+                | "update_instance_info"
+                | "delete_instance_info"
+                | "sync_instance_info"
+        )
+    }
+
+    /// The fanout casts (nova-api's aggregate changes, nova-compute's instance info).
+    pub fn cast(&self, method: &str, args: &Map<String, Value>) -> Result<Value, RemoteError> {
+        match method {
+            "update_aggregates" => {
+                let aggregates = args
+                    .get("aggregates")
+                    .map(Aggregate::list_from_primitive)
+                    .transpose()
+                    .map_err(|e| RemoteError::value_error(format!("invalid aggregates: {e}")))?
+                    .unwrap_or_default();
+                info!(aggregates = ?aggregates.iter().map(|a| a.id).collect::<Vec<_>>(), "aggregates updated");
+                self.store.update_aggregates(aggregates);
+            }
+            "delete_aggregate" => {
+                let aggregate = args
+                    .get("aggregate")
+                    .map(Aggregate::from_primitive)
+                    .transpose()
+                    .map_err(|e| RemoteError::value_error(format!("invalid aggregate: {e}")))?
+                    .ok_or_else(|| RemoteError::type_error("delete_aggregate() missing required argument: 'aggregate'"))?;
+                info!(aggregate = aggregate.id, "aggregate deleted");
+                self.store.delete_aggregate(aggregate.id);
+            }
+            // nova keeps a per-host instance cache fed by these casts and, when a host's
+            // entry is not marked updated, reads `instances` from the cell database for
+            // each request. We always take that database path (same instance uuids per
+            // host), so the casts need no state here.
+            _ => debug!(method, "instance info cast received; instances are read from the cell database per request"),
+        }
+        Ok(Value::Null)
     }
 
     /// Step 11: Selections (objects) or the legacy list of dicts.
@@ -281,18 +321,20 @@ struct SelectArgs {
 
 impl SelectArgs {
     fn decode(args: &Map<String, Value>) -> Result<Self, RemoteError> {
-        let Some(spec_obj) = args.get("spec_obj") else {
-            if args.contains_key("request_spec") {
-                return Err(RemoteError::value_error(
-                    "select_destinations with legacy request_spec/filter_properties (RPC < 4.3) is not supported by this scheduler yet",
-                ));
+        // RPC 4.3+ sends `spec_obj`; 4.0–4.2 the legacy dicts (nova's `from_primitives`).
+        let spec = match args.get("spec_obj") {
+            Some(spec_obj) => RequestSpec::from_primitive(spec_obj)
+                .map_err(|e| RemoteError::value_error(format!("invalid spec_obj: {e}")))?,
+            None => {
+                let request_spec = args.get("request_spec").filter(|v| !v.is_null()).ok_or_else(|| {
+                    RemoteError::type_error("select_destinations() needs spec_obj (RPC 4.3+) or request_spec (RPC 4.0)")
+                })?;
+                let filter_properties = args.get("filter_properties").unwrap_or(&Value::Null);
+                RequestSpec::from_legacy(request_spec, filter_properties).map_err(|e| {
+                    RemoteError::value_error(format!("invalid legacy request_spec: {e}"))
+                })?
             }
-            return Err(RemoteError::type_error(
-                "select_destinations() missing required argument: 'spec_obj'",
-            ));
         };
-        let spec = RequestSpec::from_primitive(spec_obj)
-            .map_err(|e| RemoteError::value_error(format!("invalid spec_obj: {e}")))?;
         let instance_uuids = match args.get("instance_uuids") {
             None | Some(Value::Null) => None,
             Some(Value::Array(items)) => Some(
@@ -347,6 +389,10 @@ impl Endpoint for ManagerEndpoint {
             "select_destinations",
             request_id = call.context.request_id().unwrap_or("-")
         );
+        if call.method != "select_destinations" {
+            let result = manager.cast(&call.method, &call.args);
+            return Box::pin(async move { result });
+        }
         Box::pin(
             async move {
                 let started = Instant::now();

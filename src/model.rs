@@ -10,6 +10,7 @@ pub mod host_state;
 pub mod object;
 pub mod pyjson;
 pub mod request_spec;
+pub mod request_spec_legacy;
 pub mod selection;
 
 pub use aggregate::Aggregate;

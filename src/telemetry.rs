@@ -12,6 +12,8 @@ pub fn init(debug: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        // Colours only on a terminal: log files and journald get plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }
