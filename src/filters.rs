@@ -9,6 +9,7 @@ pub mod all_hosts_filter;
 pub mod chain;
 pub mod compute_filter;
 pub mod registry;
+pub mod utils;
 
 use crate::model::{HostState, RequestSpec};
 use chrono::{DateTime, Utc};
