@@ -58,6 +58,19 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
     let filter_config = FilterConfig {
         service_down_time: config.default.service_down_time as i64,
         report_interval: config.default.report_interval as i64,
+        max_instances_per_host: i64::from(fs.max_instances_per_host),
+        max_io_ops_per_host: i64::from(fs.max_io_ops_per_host),
+        isolated_images: fs.isolated_images.clone(),
+        isolated_hosts: fs.isolated_hosts.clone(),
+        restrict_isolated_hosts_to_isolated_images: fs.restrict_isolated_hosts_to_isolated_images,
+        image_properties_default_architecture: fs.image_properties_default_architecture.clone(),
+        aggregate_image_properties_isolation_namespace: fs
+            .aggregate_image_properties_isolation_namespace
+            .clone(),
+        aggregate_image_properties_isolation_separator: fs
+            .aggregate_image_properties_isolation_separator
+            .clone(),
+        metrics_weight_setting: config.metrics.weight_setting.clone(),
     };
     let filters = build_chain(&fs.enabled_filters, &filter_config)
         .map_err(|e| AppError::Config(e.to_string()))?;

@@ -8,7 +8,14 @@
 pub mod all_hosts_filter;
 pub mod chain;
 pub mod compute_filter;
+pub mod different_host_filter;
+pub mod io_ops_filter;
+pub mod num_instances_filter;
 pub mod registry;
+pub mod same_host_filter;
+pub mod server_group_affinity_filter;
+pub mod server_group_anti_affinity_filter;
+pub mod simple_cidr_affinity_filter;
 pub mod utils;
 
 use crate::model::{HostState, RequestSpec};

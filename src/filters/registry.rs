@@ -5,6 +5,13 @@
 
 use super::all_hosts_filter::AllHostsFilter;
 use super::compute_filter::ComputeFilter;
+use super::different_host_filter::DifferentHostFilter;
+use super::io_ops_filter::IoOpsFilter;
+use super::num_instances_filter::NumInstancesFilter;
+use super::same_host_filter::SameHostFilter;
+use super::server_group_affinity_filter::ServerGroupAffinityFilter;
+use super::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
+use super::simple_cidr_affinity_filter::SimpleCIDRAffinityFilter;
 use super::{FilterChain, HostFilter};
 
 /// The options filters read, captured once when the chain is built.
@@ -12,6 +19,24 @@ use super::{FilterChain, HostFilter};
 pub struct FilterConfig {
     pub service_down_time: i64,
     pub report_interval: i64,
+    /// `[filter_scheduler] max_instances_per_host` (50).
+    pub max_instances_per_host: i64,
+    /// `[filter_scheduler] max_io_ops_per_host` (8).
+    pub max_io_ops_per_host: i64,
+    /// `[filter_scheduler] isolated_images` ([]).
+    pub isolated_images: Vec<String>,
+    /// `[filter_scheduler] isolated_hosts` ([]).
+    pub isolated_hosts: Vec<String>,
+    /// `[filter_scheduler] restrict_isolated_hosts_to_isolated_images` (true).
+    pub restrict_isolated_hosts_to_isolated_images: bool,
+    /// `[filter_scheduler] image_properties_default_architecture` (None).
+    pub image_properties_default_architecture: Option<String>,
+    /// `[filter_scheduler] aggregate_image_properties_isolation_namespace` (None).
+    pub aggregate_image_properties_isolation_namespace: Option<String>,
+    /// `[filter_scheduler] aggregate_image_properties_isolation_separator` (".").
+    pub aggregate_image_properties_isolation_separator: String,
+    /// `[metrics] weight_setting` ([]), read by MetricsFilter.
+    pub metrics_weight_setting: Vec<String>,
 }
 
 impl Default for FilterConfig {
@@ -19,6 +44,15 @@ impl Default for FilterConfig {
         FilterConfig {
             service_down_time: 60,
             report_interval: 10,
+            max_instances_per_host: 50,
+            max_io_ops_per_host: 8,
+            isolated_images: Vec::new(),
+            isolated_hosts: Vec::new(),
+            restrict_isolated_hosts_to_isolated_images: true,
+            image_properties_default_architecture: None,
+            aggregate_image_properties_isolation_namespace: None,
+            aggregate_image_properties_isolation_separator: ".".to_string(),
+            metrics_weight_setting: Vec::new(),
         }
     }
 }
@@ -34,6 +68,27 @@ const REGISTRY: &[(&str, Factory)] = &[
             report_interval: c.report_interval,
         })
     }),
+    (DifferentHostFilter::NAME, |_| Box::new(DifferentHostFilter)),
+    (IoOpsFilter::NAME, |c| {
+        Box::new(IoOpsFilter {
+            max_io_ops_per_host: c.max_io_ops_per_host,
+        })
+    }),
+    (NumInstancesFilter::NAME, |c| {
+        Box::new(NumInstancesFilter {
+            max_instances_per_host: c.max_instances_per_host,
+        })
+    }),
+    (SameHostFilter::NAME, |_| Box::new(SameHostFilter)),
+    (ServerGroupAffinityFilter::NAME, |_| {
+        Box::new(ServerGroupAffinityFilter)
+    }),
+    (ServerGroupAntiAffinityFilter::NAME, |_| {
+        Box::new(ServerGroupAntiAffinityFilter)
+    }),
+    (SimpleCIDRAffinityFilter::NAME, |_| {
+        Box::new(SimpleCIDRAffinityFilter)
+    }),
 ];
 
 /// nova's filters that this daemon does not provide yet. Naming one in
@@ -47,19 +102,12 @@ const NOT_YET: &[&str] = &[
     "AggregateNumInstancesFilter",
     "AggregateTypeAffinityFilter",
     "ComputeCapabilitiesFilter",
-    "DifferentHostFilter",
     "ImagePropertiesFilter",
     "IsolatedHostsFilter",
-    "IoOpsFilter",
     "JsonFilter",
     "MetricsFilter",
     "NUMATopologyFilter",
-    "NumInstancesFilter",
     "PciPassthroughFilter",
-    "SameHostFilter",
-    "ServerGroupAffinityFilter",
-    "ServerGroupAntiAffinityFilter",
-    "SimpleCIDRAffinityFilter",
 ];
 
 /// Every `enabled_filters` entry that could not be resolved, reported at once.

@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `SimpleCIDRAffinityFilter`: with a `build_near_host_ip` hint, only hosts whose
+//! `host_ip` is in the network `build_near_host_ip + cidr` (default `/24`) pass.
+//!
+//! The network is parsed as netaddr 1.3's `IPNetwork(str)` does it (the version nova
+//! 34 pins): IPv4 first, then IPv6; the address with glibc `inet_pton` rules (IPv4:
+//! exactly four decimal octets, no leading zeros); after the `/` either a Python
+//! `int()` prefix or a netmask/hostmask address; host bits are kept and ignored.
+
+use super::utils::{py_int, PyError, PyExc};
+use super::{FilterRequest, HostFilter};
+use crate::model::HostState;
+use tracing::{debug, warn};
+
+/// Longest `build_near_host_ip + cidr` we parse. An IPv6 address with an IPv6 mask
+/// is under 100 characters; nova has no limit, but anything this long cannot parse
+/// in netaddr either except with absurd whitespace padding of the prefix.
+pub const MAX_NETWORK_LEN: usize = 256;
+
+pub struct SimpleCIDRAffinityFilter;
+
+impl SimpleCIDRAffinityFilter {
+    pub const NAME: &'static str = "SimpleCIDRAffinityFilter";
+
+    /// nova's `host_passes`; `Err` where nova raises.
+    pub(crate) fn evaluate(host: &HostState, req: &FilterRequest<'_>) -> Result<bool, PyError> {
+        let spec = req.spec;
+        // get_scheduler_hint: a one-element list is unwrapped to its string; other
+        // lists stay lists (and then `str.join` raises TypeError).
+        let ip = match spec.hint("build_near_host_ip") {
+            None | Some([]) => return Ok(true),
+            Some([only]) if only.is_empty() => return Ok(true),
+            Some([only]) => only.as_str(),
+            Some(_) => return Err(type_error("build_near_host_ip")),
+        };
+        let cidr = match spec.hint("cidr") {
+            None => "/24",
+            Some([only]) => only.as_str(),
+            Some(_) => return Err(type_error("cidr")),
+        };
+        if ip.len() + cidr.len() > MAX_NETWORK_LEN {
+            return Err(PyError::value_error(format!(
+                "network longer than {MAX_NETWORK_LEN} characters (not parsed)"
+            )));
+        }
+        let network = format!("{ip}{cidr}");
+        // netaddr's AddrFormatError (or the ValueError/TypeError it lets through).
+        let net = Network::parse(&network)
+            .ok_or_else(|| PyError::value_error(format!("invalid IPNetwork {network}")))?;
+        let host_ip = host.host_ip.as_deref().ok_or_else(|| {
+            PyError::new(
+                PyExc::TypeError,
+                "argument of type 'NoneType' is not iterable",
+            )
+        })?;
+        let addr = parse_address(host_ip).ok_or_else(|| {
+            PyError::value_error(format!(
+                "failed to detect a valid IP address from {host_ip:?}"
+            ))
+        })?;
+        let inside = net.contains(addr);
+        debug!(host = %host.host, host_ip, network = %network, inside, "SimpleCIDRAffinityFilter");
+        Ok(inside)
+    }
+}
+
+impl HostFilter for SimpleCIDRAffinityFilter {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
+        Self::evaluate(host, req).unwrap_or_else(|e| {
+            // nova raises (netaddr AddrFormatError / TypeError) and the request fails.
+            warn!(host = %host.host, error = %e, "SimpleCIDRAffinityFilter: bad hint or host_ip; host fails");
+            false
+        })
+    }
+
+    fn once_per_request(&self) -> bool {
+        true
+    }
+}
+
+/// `str.join` on a list: `TypeError`.
+fn type_error(hint: &str) -> PyError {
+    PyError::new(
+        PyExc::TypeError,
+        format!("sequence item: expected str instance, list found ({hint} hint)"),
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    fn width(self) -> u32 {
+        match self {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        }
+    }
+    fn max(self) -> u128 {
+        match self {
+            Family::V4 => u32::MAX as u128,
+            Family::V6 => u128::MAX,
+        }
+    }
+    /// netaddr's `str_to_int` for the family (INET_PTON for IPv4).
+    fn parse(self, s: &str) -> Option<u128> {
+        match self {
+            Family::V4 => {
+                if s.contains(':') || s.split('.').any(|p| p.len() > 1 && p.starts_with('0')) {
+                    return None;
+                }
+                inet_pton4(s.as_bytes()).map(|v| v as u128)
+            }
+            Family::V6 => inet_pton6(s.as_bytes()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Network {
+    family: Family,
+    value: u128,
+    prefixlen: u32,
+}
+
+impl Network {
+    /// netaddr `IPNetwork(addr)`: IPv4, else IPv6, else error.
+    fn parse(s: &str) -> Option<Network> {
+        Self::parse_family(Family::V4, s).or_else(|| Self::parse_family(Family::V6, s))
+    }
+
+    /// netaddr `parse_ip_network(module, addr)` for a string.
+    fn parse_family(family: Family, s: &str) -> Option<Network> {
+        let (val1, val2) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        if s.contains('\0') {
+            return None;
+        }
+        let value = family.parse(val1)?;
+        let prefixlen: i64 = match val2 {
+            None => family.width() as i64,
+            Some(v) => match py_int(v) {
+                Ok(n) => n,
+                Err(_) => {
+                    // Not an integer: a netmask or hostmask address (no '/' allowed).
+                    if v.contains('/') {
+                        return None;
+                    }
+                    let mask = family.parse(v)?;
+                    if is_netmask(family, mask) {
+                        // netaddr's netmask_to_prefix: the number of leading ones.
+                        mask.count_ones() as i64
+                    } else if is_hostmask(mask) {
+                        family.width() as i64 - mask.count_ones() as i64
+                    } else {
+                        return None;
+                    }
+                }
+            },
+        };
+        if !(0..=family.width() as i64).contains(&prefixlen) {
+            return None;
+        }
+        Some(Network {
+            family,
+            value,
+            prefixlen: prefixlen as u32,
+        })
+    }
+
+    /// netaddr `IPAddress in IPNetwork`: same family and same network bits.
+    fn contains(&self, (family, value): (Family, u128)) -> bool {
+        if family != self.family {
+            return false;
+        }
+        let shift = self.family.width() - self.prefixlen;
+        value.checked_shr(shift).unwrap_or(0) == self.value.checked_shr(shift).unwrap_or(0)
+    }
+}
+
+/// netaddr `IPAddress.is_netmask`: ones then zeros (all-zero and all-one included).
+fn is_netmask(family: Family, mask: u128) -> bool {
+    let inverted = family.max() ^ mask; // trailing ones
+    inverted & inverted.wrapping_add(1) == 0
+}
+
+/// netaddr `IPAddress.is_hostmask`: zeros then ones.
+fn is_hostmask(mask: u128) -> bool {
+    mask & mask.wrapping_add(1) == 0
+}
+
+/// netaddr `IPAddress(str)` with the version detected: IPv4 then IPv6.
+fn parse_address(s: &str) -> Option<(Family, u128)> {
+    if s.contains('/') || s.contains('\0') {
+        return None;
+    }
+    [Family::V4, Family::V6]
+        .into_iter()
+        .find_map(|f| f.parse(s).map(|v| (f, v)))
+}
+
+/// glibc `inet_pton4`: four decimal octets ≤ 255, no leading zeros, nothing else.
+fn inet_pton4(src: &[u8]) -> Option<u32> {
+    let mut octets = [0u32; 4];
+    let mut idx = 0usize;
+    let mut count = 0;
+    let mut saw_digit = false;
+    for &ch in src {
+        match ch {
+            b'0'..=b'9' => {
+                let new = octets[idx] * 10 + u32::from(ch - b'0');
+                if saw_digit && octets[idx] == 0 {
+                    return None;
+                }
+                if new > 255 {
+                    return None;
+                }
+                octets[idx] = new;
+                if !saw_digit {
+                    count += 1;
+                    if count > 4 {
+                        return None;
+                    }
+                    saw_digit = true;
+                }
+            }
+            b'.' if saw_digit => {
+                if count == 4 {
+                    return None;
+                }
+                idx += 1;
+                saw_digit = false;
+            }
+            _ => return None,
+        }
+    }
+    if count < 4 {
+        return None;
+    }
+    Some(octets.iter().fold(0u32, |acc, o| (acc << 8) | o))
+}
+
+/// glibc `inet_pton6`: hex groups of 1-4 digits, one `::`, an optional dotted IPv4 tail.
+fn inet_pton6(src: &[u8]) -> Option<u128> {
+    let mut tmp = [0u8; 16];
+    let mut tp = 0usize;
+    let mut colonp: Option<usize> = None;
+    let mut i = 0usize;
+    if src.is_empty() {
+        return None;
+    }
+    if src[0] == b':' {
+        i = 1;
+        if src.len() == 1 || src[1] != b':' {
+            return None;
+        }
+    }
+    let mut curtok = i;
+    let mut xdigits_seen = 0;
+    let mut val: u32 = 0;
+    while i < src.len() {
+        let ch = src[i];
+        i += 1;
+        if let Some(digit) = (ch as char).to_digit(16) {
+            if xdigits_seen == 4 {
+                return None;
+            }
+            val = (val << 4) | digit;
+            if val > 0xffff {
+                return None;
+            }
+            xdigits_seen += 1;
+            continue;
+        }
+        if ch == b':' {
+            curtok = i;
+            if xdigits_seen == 0 {
+                if colonp.is_some() {
+                    return None;
+                }
+                colonp = Some(tp);
+                continue;
+            } else if i == src.len() {
+                return None;
+            }
+            if tp + 2 > 16 {
+                return None;
+            }
+            tmp[tp] = (val >> 8) as u8;
+            tmp[tp + 1] = val as u8;
+            tp += 2;
+            xdigits_seen = 0;
+            val = 0;
+            continue;
+        }
+        if ch == b'.' && tp + 4 <= 16 {
+            if let Some(v4) = inet_pton4(&src[curtok..]) {
+                tmp[tp..tp + 4].copy_from_slice(&v4.to_be_bytes());
+                tp += 4;
+                xdigits_seen = 0;
+                break;
+            }
+        }
+        return None;
+    }
+    if xdigits_seen > 0 {
+        if tp + 2 > 16 {
+            return None;
+        }
+        tmp[tp] = (val >> 8) as u8;
+        tmp[tp + 1] = val as u8;
+        tp += 2;
+    }
+    if let Some(cp) = colonp {
+        if tp == 16 {
+            return None;
+        }
+        let n = tp - cp;
+        tmp.copy_within(cp..tp, 16 - n);
+        for b in &mut tmp[cp..16 - n] {
+            *b = 0;
+        }
+        tp = 16;
+    }
+    if tp != 16 {
+        return None;
+    }
+    Some(u128::from_be_bytes(tmp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RequestSpec;
+    use chrono::Utc;
+    use std::collections::BTreeMap;
+
+    fn evaluate(hints: &[(&str, &[&str])], host_ip: Option<&str>) -> Result<bool, PyError> {
+        let spec = RequestSpec {
+            scheduler_hints: Some(
+                hints
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Default::default()
+        };
+        let req = FilterRequest {
+            spec: &spec,
+            now: Utc::now(),
+            index: 0,
+            is_rebuild: false,
+        };
+        let host = HostState {
+            host: "host1".into(),
+            host_ip: host_ip.map(str::to_string),
+            ..Default::default()
+        };
+        SimpleCIDRAffinityFilter::evaluate(&host, &req)
+    }
+
+    /// nova's test_affinity_filters (SimpleCIDR part).
+    #[test]
+    fn nova_vectors() {
+        let near: &[&str] = &["10.8.1.100"];
+        let ip = Some("10.8.1.1");
+        assert_eq!(
+            evaluate(&[("build_near_host_ip", near), ("cidr", &["/24"])], ip),
+            Ok(true)
+        );
+        assert_eq!(
+            evaluate(&[("build_near_host_ip", near), ("cidr", &["/32"])], ip),
+            Ok(false)
+        );
+        assert_eq!(evaluate(&[], ip), Ok(true));
+        // cidr defaults to /24.
+        assert_eq!(evaluate(&[("build_near_host_ip", near)], ip), Ok(true));
+        assert!(SimpleCIDRAffinityFilter.once_per_request());
+        assert!(!SimpleCIDRAffinityFilter.run_on_rebuild());
+    }
+
+    #[test]
+    fn hint_shapes() {
+        let ip = Some("10.8.1.1");
+        // Falsy address hints pass without looking at cidr.
+        assert_eq!(
+            evaluate(&[("build_near_host_ip", &[]), ("cidr", &["x", "y"])], ip),
+            Ok(true)
+        );
+        assert_eq!(evaluate(&[("build_near_host_ip", &[""])], ip), Ok(true));
+        // Lists of several are not strings: nova raises TypeError in str.join.
+        assert!(evaluate(&[("build_near_host_ip", &["10.8.1.1", "10.8.1.2"])], ip).is_err());
+        assert!(evaluate(&[("build_near_host_ip", &["10.8.1.1"]), ("cidr", &[])], ip).is_err());
+        // An empty cidr leaves a single-address network.
+        assert_eq!(
+            evaluate(
+                &[("build_near_host_ip", &["10.8.1.1"]), ("cidr", &[""])],
+                ip
+            ),
+            Ok(true)
+        );
+        // No host_ip: IPAddress(None) raises.
+        assert!(evaluate(&[("build_near_host_ip", &["10.8.1.1"])], None).is_err());
+        let long = format!("/{}24", " ".repeat(MAX_NETWORK_LEN));
+        assert!(evaluate(
+            &[
+                ("build_near_host_ip", &["10.8.1.1"]),
+                ("cidr", &[long.as_str()])
+            ],
+            ip
+        )
+        .is_err());
+    }
+
+    /// `IPAddress(host) in IPNetwork(ip + cidr)` as computed by netaddr 1.3.0 (nova 34's
+    /// venv); `None` where netaddr raises.
+    #[test]
+    fn netaddr_vectors() {
+        let cases: &[(&str, &str, &str, Option<bool>)] = &[
+            ("10.8.1.100", "/24", "10.8.1.1", Some(true)),
+            ("10.8.1.100", "/32", "10.8.1.1", Some(false)),
+            ("10.8.1.1", "/32", "10.8.1.1", Some(true)),
+            ("10.8.1.100", "/0", "192.168.0.1", Some(true)),
+            ("10.8.1.100", "/33", "10.8.1.1", None),
+            ("10.8.1.100", "/-1", "10.8.1.1", None),
+            ("10.8.1.100", "/ 24 ", "10.8.1.1", Some(true)),
+            ("10.8.1.100", "/+24", "10.8.1.1", Some(true)),
+            ("10.8.1.100", "/2_4", "10.8.1.1", Some(true)),
+            ("10.8.1.100", "/255.255.255.0", "10.8.1.1", Some(true)),
+            ("10.8.1.100", "/255.255.0.255", "10.8.1.1", None),
+            ("10.8.1.100", "/0.0.0.255", "10.8.2.1", Some(false)),
+            ("10.8.1.100", "/0.0.255.255", "10.8.2.1", Some(true)),
+            ("10.8.1.100", "/0.0.0.0", "1.1.1.1", Some(true)),
+            ("10.8.1.100", "/255.255.255.255", "10.8.1.100", Some(true)),
+            ("10.8.1.100", "", "10.8.1.100", Some(true)),
+            ("10.8.1.100", "", "10.8.1.101", Some(false)),
+            ("10.8.1.100", "/", "10.8.1.1", None),
+            ("10.8.1.100", "/24/1", "10.8.1.1", None),
+            ("010.8.1.100", "/24", "10.8.1.1", None),
+            ("10.8.1", "/24", "10.8.1.1", None),
+            ("10.8.1.256", "/24", "10.8.1.1", None),
+            ("10.8.1.1.", "/24", "10.8.1.1", None),
+            ("fe80::1", "/64", "fe80::2", Some(true)),
+            ("fe80::1", "/64", "fe81::2", Some(false)),
+            ("fe80::1", "/24", "10.8.1.1", Some(false)),
+            ("10.8.1.1", "/24", "::ffff:10.8.1.1", Some(false)),
+            ("::ffff:10.8.1.1", "/120", "::ffff:10.8.1.7", Some(true)),
+            ("::", "/0", "2001:db8::1", Some(true)),
+            (
+                "fe80::1",
+                "/ffff:ffff:ffff:ffff::",
+                "fe80::abcd",
+                Some(true),
+            ),
+            ("fe80::1", "/::ffff", "fe80::1:0", Some(false)),
+            ("fe80::1", "/129", "fe80::1", None),
+            ("1:2:3:4:5:6:7::", "/128", "1:2:3:4:5:6:7:0", Some(true)),
+            ("1:2:3:4:5:6:7:8::", "/64", "1:2:3:4::", None),
+            ("::1.2.3.4", "/96", "::5.6.7.8", Some(true)),
+            ("1::2::3", "/64", "1::", None),
+            ("12345::", "/16", "1234::", None),
+            ("FE80::1", "/10", "fe80::9", Some(true)),
+            (":1::", "/64", "1::", None),
+            ("1.2.3.4", "/24", "1.2.3.4 ", None),
+            ("10.0.0.1", "/8", "10.255.255.255", Some(true)),
+            ("10.0.0.1", "/8", "11.0.0.0", Some(false)),
+            ("10.0.0.1", "/08", "10.1.1.1", Some(true)),
+            ("10.0.0.1", "/1.2.3.4", "10.0.0.1", None),
+            ("a.b.c.d", "/8", "10.1.1.1", None),
+            ("1.2.3.4", "/::", "1.2.3.4", None),
+            ("::", "/0.0.0.0", "::1", None),
+            ("1::", "/ffff::", "1:ffff::", Some(true)),
+            (
+                "::",
+                "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+                "::",
+                Some(true),
+            ),
+            ("::", "/::", "1::", Some(true)),
+            ("10.8.1.100", "/24", "not-an-ip", None),
+            ("10.8.1.100", "/24", "0.0.0.0", Some(false)),
+            ("1.2.3.4", "/24", "::", Some(false)),
+            ("0:0:0:0:0:0:0:0:0", "/24", "::", None),
+            ("::1:2:3:4:5:6:7", "/128", "0:1:2:3:4:5:6:7", Some(true)),
+            ("1:2:3:4:5:6::1.2.3.4", "/128", "1:2:3:4:5:6:0:0", None),
+            (
+                "1:2:3:4:5:6:1.2.3.4",
+                "/128",
+                "1:2:3:4:5:6:102:304",
+                Some(true),
+            ),
+            ("1:2:3:4:5:6:7:1.2.3.4", "/128", "::", None),
+            ("00001::", "/16", "1::", None),
+            ("::ffff:1.2.3", "/16", "::", None),
+            ("::ffff:01.2.3.4", "/16", "::", None),
+            ("1.2.3.4", "/24\n", "1.2.3.1", Some(true)),
+            ("1.2.3.4", "/\u{662}\u{664}", "1.2.3.1", Some(true)),
+        ];
+        for (ip, cidr, host_ip, want) in cases {
+            let got = evaluate(
+                &[("build_near_host_ip", &[ip]), ("cidr", &[cidr])],
+                Some(host_ip),
+            )
+            .ok();
+            assert_eq!(got, *want, "{ip}{cidr} ∋ {host_ip}");
+        }
+    }
+}
