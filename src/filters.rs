@@ -5,11 +5,19 @@
 //! Filters are pure predicates over a [`HostState`] and the request; they read no
 //! globals (their options are captured when the chain is built) and do no I/O.
 
+pub mod aggregate_image_properties_isolation;
+pub mod aggregate_io_ops_filter;
+pub mod aggregate_multi_tenancy_isolation;
+pub mod aggregate_num_instances_filter;
+pub mod aggregate_type_affinity_filter;
 pub mod all_hosts_filter;
 pub mod chain;
 pub mod compute_filter;
 pub mod different_host_filter;
+pub mod image_properties_filter;
 pub mod io_ops_filter;
+pub mod isolated_hosts_filter;
+pub mod metrics_filter;
 pub mod num_instances_filter;
 pub mod registry;
 pub mod same_host_filter;

@@ -3,10 +3,21 @@
 //! also be dotted paths (`nova.scheduler.filters.compute_filter.ComputeFilter`): the
 //! last component is the class name, as nova's loader resolves them.
 
+use super::aggregate_image_properties_isolation::AggregateImagePropertiesIsolation;
+use super::aggregate_io_ops_filter::AggregateIoOpsFilter;
+use super::aggregate_multi_tenancy_isolation::AggregateMultiTenancyIsolation;
+use super::aggregate_num_instances_filter::AggregateNumInstancesFilter;
+use super::aggregate_type_affinity_filter::AggregateTypeAffinityFilter;
+use super::aggregate_instance_extra_specs_filter::AggregateInstanceExtraSpecsFilter;
 use super::all_hosts_filter::AllHostsFilter;
+use super::compute_capabilities_filter::ComputeCapabilitiesFilter;
 use super::compute_filter::ComputeFilter;
 use super::different_host_filter::DifferentHostFilter;
+use super::image_properties_filter::ImagePropertiesFilter;
 use super::io_ops_filter::IoOpsFilter;
+use super::json_filter::JsonFilter;
+use super::isolated_hosts_filter::IsolatedHostsFilter;
+use super::metrics_filter::MetricsFilter;
 use super::num_instances_filter::NumInstancesFilter;
 use super::same_host_filter::SameHostFilter;
 use super::server_group_affinity_filter::ServerGroupAffinityFilter;
@@ -61,7 +72,35 @@ type Factory = fn(&FilterConfig) -> Box<dyn HostFilter>;
 
 /// Sorted by name; one line per filter.
 const REGISTRY: &[(&str, Factory)] = &[
+    (AggregateImagePropertiesIsolation::NAME, |c| {
+        Box::new(AggregateImagePropertiesIsolation::new(
+            c.aggregate_image_properties_isolation_namespace.clone(),
+            c.aggregate_image_properties_isolation_separator.clone(),
+        ))
+    }),
+    (AggregateIoOpsFilter::NAME, |c| {
+        Box::new(AggregateIoOpsFilter {
+            max_io_ops_per_host: c.max_io_ops_per_host,
+        })
+    }),
+    (AggregateMultiTenancyIsolation::NAME, |_| {
+        Box::new(AggregateMultiTenancyIsolation)
+    }),
+    (AggregateNumInstancesFilter::NAME, |c| {
+        Box::new(AggregateNumInstancesFilter {
+            max_instances_per_host: c.max_instances_per_host,
+        })
+    }),
+    (AggregateTypeAffinityFilter::NAME, |_| {
+        Box::new(AggregateTypeAffinityFilter)
+    }),
+    (AggregateInstanceExtraSpecsFilter::NAME, |_| {
+        Box::new(AggregateInstanceExtraSpecsFilter)
+    }),
     (AllHostsFilter::NAME, |_| Box::new(AllHostsFilter)),
+    (ComputeCapabilitiesFilter::NAME, |_| {
+        Box::new(ComputeCapabilitiesFilter)
+    }),
     (ComputeFilter::NAME, |c| {
         Box::new(ComputeFilter {
             service_down_time: c.service_down_time,
@@ -69,11 +108,28 @@ const REGISTRY: &[(&str, Factory)] = &[
         })
     }),
     (DifferentHostFilter::NAME, |_| Box::new(DifferentHostFilter)),
+    (ImagePropertiesFilter::NAME, |c| {
+        Box::new(ImagePropertiesFilter {
+            default_architecture: c.image_properties_default_architecture.clone(),
+        })
+    }),
     (IoOpsFilter::NAME, |c| {
         Box::new(IoOpsFilter {
             max_io_ops_per_host: c.max_io_ops_per_host,
         })
     }),
+    (IsolatedHostsFilter::NAME, |c| {
+        Box::new(IsolatedHostsFilter {
+            isolated_images: c.isolated_images.clone(),
+            isolated_hosts: c.isolated_hosts.clone(),
+            restrict_isolated_hosts_to_isolated_images: c
+                .restrict_isolated_hosts_to_isolated_images,
+        })
+    }),
+    (MetricsFilter::NAME, |c| {
+        Box::new(MetricsFilter::new(&c.metrics_weight_setting))
+    }),
+    (JsonFilter::NAME, |_| Box::new(JsonFilter::new())),
     (NumInstancesFilter::NAME, |c| {
         Box::new(NumInstancesFilter {
             max_instances_per_host: c.max_instances_per_host,
@@ -95,17 +151,6 @@ const REGISTRY: &[(&str, Factory)] = &[
 /// `enabled_filters` stops startup with this explanation instead of silently
 /// deciding differently from nova.
 const NOT_YET: &[&str] = &[
-    "AggregateImagePropertiesIsolation",
-    "AggregateInstanceExtraSpecsFilter",
-    "AggregateIoOpsFilter",
-    "AggregateMultiTenancyIsolation",
-    "AggregateNumInstancesFilter",
-    "AggregateTypeAffinityFilter",
-    "ComputeCapabilitiesFilter",
-    "ImagePropertiesFilter",
-    "IsolatedHostsFilter",
-    "JsonFilter",
-    "MetricsFilter",
     "NUMATopologyFilter",
     "PciPassthroughFilter",
 ];
@@ -202,12 +247,12 @@ mod tests {
     #[test]
     fn every_bad_name_reported_at_once() {
         let err = build_chain(
-            &["NopeFilter".into(), "JsonFilter".into(), "Other".into()],
+            &["NopeFilter".into(), "NUMATopologyFilter".into(), "Other".into()],
             &FilterConfig::default(),
         )
         .expect_err("unknown");
         assert_eq!(err.unknown, vec!["NopeFilter", "Other"]);
-        assert_eq!(err.not_implemented, vec!["JsonFilter"]);
+        assert_eq!(err.not_implemented, vec!["NUMATopologyFilter"]);
         assert!(err.to_string().contains("NopeFilter, Other"));
     }
 }
