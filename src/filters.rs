@@ -6,19 +6,24 @@
 //! globals (their options are captured when the chain is built) and do no I/O.
 
 pub mod aggregate_image_properties_isolation;
+pub mod aggregate_instance_extra_specs_filter;
 pub mod aggregate_io_ops_filter;
 pub mod aggregate_multi_tenancy_isolation;
 pub mod aggregate_num_instances_filter;
 pub mod aggregate_type_affinity_filter;
 pub mod all_hosts_filter;
 pub mod chain;
+pub mod compute_capabilities_filter;
 pub mod compute_filter;
 pub mod different_host_filter;
+pub mod extra_specs_ops;
 pub mod image_properties_filter;
 pub mod io_ops_filter;
 pub mod isolated_hosts_filter;
+pub mod json_filter;
 pub mod metrics_filter;
 pub mod num_instances_filter;
+pub mod pyvalue;
 pub mod registry;
 pub mod same_host_filter;
 pub mod server_group_affinity_filter;

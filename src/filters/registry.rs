@@ -78,6 +78,9 @@ const REGISTRY: &[(&str, Factory)] = &[
             c.aggregate_image_properties_isolation_separator.clone(),
         ))
     }),
+    (AggregateInstanceExtraSpecsFilter::NAME, |_| {
+        Box::new(AggregateInstanceExtraSpecsFilter)
+    }),
     (AggregateIoOpsFilter::NAME, |c| {
         Box::new(AggregateIoOpsFilter {
             max_io_ops_per_host: c.max_io_ops_per_host,
@@ -93,9 +96,6 @@ const REGISTRY: &[(&str, Factory)] = &[
     }),
     (AggregateTypeAffinityFilter::NAME, |_| {
         Box::new(AggregateTypeAffinityFilter)
-    }),
-    (AggregateInstanceExtraSpecsFilter::NAME, |_| {
-        Box::new(AggregateInstanceExtraSpecsFilter)
     }),
     (AllHostsFilter::NAME, |_| Box::new(AllHostsFilter)),
     (ComputeCapabilitiesFilter::NAME, |_| {
@@ -126,10 +126,10 @@ const REGISTRY: &[(&str, Factory)] = &[
                 .restrict_isolated_hosts_to_isolated_images,
         })
     }),
+    (JsonFilter::NAME, |_| Box::new(JsonFilter::new())),
     (MetricsFilter::NAME, |c| {
         Box::new(MetricsFilter::new(&c.metrics_weight_setting))
     }),
-    (JsonFilter::NAME, |_| Box::new(JsonFilter::new())),
     (NumInstancesFilter::NAME, |c| {
         Box::new(NumInstancesFilter {
             max_instances_per_host: c.max_instances_per_host,
