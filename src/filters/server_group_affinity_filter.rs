@@ -32,7 +32,7 @@ impl HostFilter for ServerGroupAffinityFilter {
         if group.hosts.is_empty() {
             return true;
         }
-        group.hosts.iter().any(|h| *h == host.host)
+        group.hosts.contains(&host.host)
     }
     // Runs for every instance; not on rebuild.
 }
