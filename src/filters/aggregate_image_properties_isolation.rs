@@ -8,7 +8,7 @@ use super::image_properties_filter::{
 };
 use super::utils::{aggregate_metadata_get_by_host, py_int, py_isspace, py_strip, PyError};
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use serde_json::{Map, Value};
 use tracing::{debug, warn};
 
@@ -35,13 +35,10 @@ impl AggregateImagePropertiesIsolation {
         }
     }
 
-    pub(crate) fn evaluate(
-        &self,
-        host: &HostState,
-        req: &FilterRequest<'_>,
-    ) -> Result<bool, PyError> {
+    /// nova's `host_passes`; `Err` where nova raises (or could not hold the value).
+    pub fn check(&self, host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
         let empty = Map::new();
-        let props = req.spec.image.as_ref().map_or(&empty, |i| &i.properties);
+        let props = spec.image.as_ref().map_or(&empty, |i| &i.properties);
         let prefix = self
             .namespace
             .as_deref()
@@ -74,7 +71,7 @@ impl HostFilter for AggregateImagePropertiesIsolation {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        self.evaluate(host, req).unwrap_or_else(|e| {
+        self.check(host, req.spec).unwrap_or_else(|e| {
             warn!(host = %host.host, error = %e,
                   "AggregateImagePropertiesIsolation: image property nova would reject; host fails");
             false
@@ -343,7 +340,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        filter.evaluate(&host, &req)
+        filter.check(&host, req.spec)
     }
 
     fn default_filter() -> AggregateImagePropertiesIsolation {

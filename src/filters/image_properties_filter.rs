@@ -9,7 +9,7 @@
 
 use super::utils::{py_int, py_isspace, PyError, PyExc};
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use serde_json::{Map, Value};
 use tracing::{debug, warn};
 
@@ -22,13 +22,9 @@ impl ImagePropertiesFilter {
     pub const NAME: &'static str = "ImagePropertiesFilter";
 
     /// nova's `_instance_supported`; `Err` where nova raises.
-    pub(crate) fn evaluate(
-        &self,
-        host: &HostState,
-        req: &FilterRequest<'_>,
-    ) -> Result<bool, PyError> {
+    pub fn check(&self, host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
         let empty = Map::new();
-        let props = req.spec.image.as_ref().map_or(&empty, |i| &i.properties);
+        let props = spec.image.as_ref().map_or(&empty, |i| &i.properties);
         // nova's typed fields validate these when the request is deserialized (an
         // invalid one never reaches the filter: the call fails); check them up front.
         let predicate = match prop_str(props, "img_hv_requested_version")? {
@@ -85,7 +81,7 @@ impl HostFilter for ImagePropertiesFilter {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        self.evaluate(host, req).unwrap_or_else(|e| {
+        self.check(host, req.spec).unwrap_or_else(|e| {
             // nova raises out of select_destinations; the request fails there.
             warn!(host = %host.host, error = %e, "ImagePropertiesFilter: nova raises here; host fails");
             false
@@ -690,7 +686,7 @@ mod tests {
             hypervisor_version,
             ..Default::default()
         };
-        filter.evaluate(&host, &req)
+        filter.check(&host, req.spec)
     }
 
     const KVM: [&str; 3] = ["x86_64", "kvm", "hvm"];

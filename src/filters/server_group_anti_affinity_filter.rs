@@ -4,7 +4,7 @@
 
 use super::utils::{py_int, PyError};
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use tracing::{debug, warn};
 
 pub struct ServerGroupAntiAffinityFilter;
@@ -13,8 +13,7 @@ impl ServerGroupAntiAffinityFilter {
     pub const NAME: &'static str = "ServerGroupAntiAffinityFilter";
 
     /// nova's `_GroupAntiAffinityFilter.host_passes`; `Err` where nova raises.
-    pub(crate) fn evaluate(host: &HostState, req: &FilterRequest<'_>) -> Result<bool, PyError> {
-        let spec = req.spec;
+    pub fn check(host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
         // nova reads `policy` here (the affinity filter reads `policies`).
         let Some(group) = spec.instance_group.as_ref() else {
             return Ok(true);
@@ -68,7 +67,7 @@ impl HostFilter for ServerGroupAntiAffinityFilter {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        Self::evaluate(host, req).unwrap_or_else(|e| {
+        Self::check(host, req.spec).unwrap_or_else(|e| {
             // nova raises (ValueError) and the request fails; we fail the host.
             warn!(host = %host.host, error = %e, "ServerGroupAntiAffinityFilter: bad group rule; host fails");
             false
@@ -122,7 +121,7 @@ mod tests {
             ),
             ..Default::default()
         };
-        ServerGroupAntiAffinityFilter::evaluate(&host, &req)
+        ServerGroupAntiAffinityFilter::check(&host, req.spec)
     }
 
     /// nova's test_affinity_filters (anti-affinity part).

@@ -9,7 +9,7 @@
 
 use super::utils::{py_int, PyError, PyExc};
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use tracing::{debug, warn};
 
 /// Longest `build_near_host_ip + cidr` we parse. An IPv6 address with an IPv6 mask
@@ -23,8 +23,7 @@ impl SimpleCIDRAffinityFilter {
     pub const NAME: &'static str = "SimpleCIDRAffinityFilter";
 
     /// nova's `host_passes`; `Err` where nova raises.
-    pub(crate) fn evaluate(host: &HostState, req: &FilterRequest<'_>) -> Result<bool, PyError> {
-        let spec = req.spec;
+    pub fn check(host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
         // get_scheduler_hint: a one-element list is unwrapped to its string; other
         // lists stay lists (and then `str.join` raises TypeError).
         let ip = match spec.hint("build_near_host_ip") {
@@ -70,7 +69,7 @@ impl HostFilter for SimpleCIDRAffinityFilter {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        Self::evaluate(host, req).unwrap_or_else(|e| {
+        Self::check(host, req.spec).unwrap_or_else(|e| {
             // nova raises (netaddr AddrFormatError / TypeError) and the request fails.
             warn!(host = %host.host, error = %e, "SimpleCIDRAffinityFilter: bad hint or host_ip; host fails");
             false
@@ -365,7 +364,7 @@ mod tests {
             host_ip: host_ip.map(str::to_string),
             ..Default::default()
         };
-        SimpleCIDRAffinityFilter::evaluate(&host, &req)
+        SimpleCIDRAffinityFilter::check(&host, req.spec)
     }
 
     /// nova's test_affinity_filters (SimpleCIDR part).
