@@ -22,7 +22,9 @@ pub struct SimpleCIDRAffinityFilter;
 impl SimpleCIDRAffinityFilter {
     pub const NAME: &'static str = "SimpleCIDRAffinityFilter";
 
-    /// nova's `host_passes`; `Err` where nova raises.
+    /// nova's `host_passes`; `Err` where nova raises. netaddr's own `AddrFormatError`
+    /// (not a `ValueError` subclass) is reported as a `ValueError` whose message starts
+    /// with [`ADDR_FORMAT_ERROR`].
     pub fn check(host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
         // get_scheduler_hint: a one-element list is unwrapped to its string; other
         // lists stay lists (and then `str.join` raises TypeError).
@@ -43,9 +45,13 @@ impl SimpleCIDRAffinityFilter {
             )));
         }
         let network = format!("{ip}{cidr}");
-        // netaddr's AddrFormatError (or the ValueError/TypeError it lets through).
-        let net = Network::parse(&network)
-            .ok_or_else(|| PyError::value_error(format!("invalid IPNetwork {network}")))?;
+        // netaddr's AddrFormatError, or the ValueError it lets through.
+        let net = Network::parse(&network).map_err(|e| match e {
+            NetErr::AddrFormat => {
+                PyError::value_error(format!("{ADDR_FORMAT_ERROR}: invalid IPNetwork {network}"))
+            }
+            NetErr::Value => PyError::value_error(format!("invalid IPNetwork {network}")),
+        })?;
         let host_ip = host.host_ip.as_deref().ok_or_else(|| {
             PyError::new(
                 PyExc::TypeError,
@@ -54,7 +60,7 @@ impl SimpleCIDRAffinityFilter {
         })?;
         let addr = parse_address(host_ip).ok_or_else(|| {
             PyError::value_error(format!(
-                "failed to detect a valid IP address from {host_ip:?}"
+                "{ADDR_FORMAT_ERROR}: failed to detect a valid IP address from {host_ip:?}"
             ))
         })?;
         let inside = net.contains(addr);
@@ -79,6 +85,17 @@ impl HostFilter for SimpleCIDRAffinityFilter {
     fn once_per_request(&self) -> bool {
         true
     }
+}
+
+/// Prefix of the message of a [`PyError`] standing for netaddr's `AddrFormatError`.
+pub const ADDR_FORMAT_ERROR: &str = "AddrFormatError";
+
+/// How netaddr fails: its own `AddrFormatError` (caught between the IPv4 and IPv6
+/// attempts) or a `ValueError` that escapes (a `/` in a mask, a NUL character).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetErr {
+    AddrFormat,
+    Value,
 }
 
 /// `str.join` on a list: `TypeError`.
@@ -108,17 +125,36 @@ impl Family {
             Family::V6 => u128::MAX,
         }
     }
-    /// netaddr's `str_to_int` for the family (INET_PTON for IPv4).
-    fn parse(self, s: &str) -> Option<u128> {
+    /// netaddr's `str_to_int` for the family (INET_PTON for IPv4); Python's
+    /// `socket.inet_pton` raises ValueError on a NUL character.
+    fn str_to_int(self, s: &str) -> Result<u128, NetErr> {
         match self {
             Family::V4 => {
                 if s.contains(':') || s.split('.').any(|p| p.len() > 1 && p.starts_with('0')) {
-                    return None;
+                    return Err(NetErr::AddrFormat);
                 }
-                inet_pton4(s.as_bytes()).map(|v| v as u128)
+                if s.contains('\0') {
+                    return Err(NetErr::Value);
+                }
+                inet_pton4(s.as_bytes())
+                    .map(u128::from)
+                    .ok_or(NetErr::AddrFormat)
             }
-            Family::V6 => inet_pton6(s.as_bytes()),
+            Family::V6 => {
+                if s.contains('\0') {
+                    return Err(NetErr::Value);
+                }
+                inet_pton6(s.as_bytes()).ok_or(NetErr::AddrFormat)
+            }
         }
+    }
+
+    /// `IPAddress(s, version, flags=INET_PTON)`: a `/` is a ValueError.
+    fn ip_address(self, s: &str) -> Result<u128, NetErr> {
+        if s.contains('/') {
+            return Err(NetErr::Value);
+        }
+        self.str_to_int(s)
     }
 }
 
@@ -130,46 +166,43 @@ struct Network {
 }
 
 impl Network {
-    /// netaddr `IPNetwork(addr)`: IPv4, else IPv6, else error.
-    fn parse(s: &str) -> Option<Network> {
-        Self::parse_family(Family::V4, s).or_else(|| Self::parse_family(Family::V6, s))
+    /// netaddr `IPNetwork(addr)`: IPv4; on AddrFormatError IPv6; else AddrFormatError.
+    fn parse(s: &str) -> Result<Network, NetErr> {
+        match Self::parse_family(Family::V4, s) {
+            Err(NetErr::AddrFormat) => Self::parse_family(Family::V6, s),
+            other => other,
+        }
     }
 
     /// netaddr `parse_ip_network(module, addr)` for a string.
-    fn parse_family(family: Family, s: &str) -> Option<Network> {
+    fn parse_family(family: Family, s: &str) -> Result<Network, NetErr> {
         let (val1, val2) = match s.split_once('/') {
             Some((a, b)) => (a, Some(b)),
             None => (s, None),
         };
-        if s.contains('\0') {
-            return None;
-        }
-        let value = family.parse(val1)?;
+        let value = family.ip_address(val1)?;
         let prefixlen: i64 = match val2 {
             None => family.width() as i64,
             Some(v) => match py_int(v) {
                 Ok(n) => n,
+                // Not an integer: a netmask or hostmask address.
                 Err(_) => {
-                    // Not an integer: a netmask or hostmask address (no '/' allowed).
-                    if v.contains('/') {
-                        return None;
-                    }
-                    let mask = family.parse(v)?;
+                    let mask = family.ip_address(v)?;
                     if is_netmask(family, mask) {
                         // netaddr's netmask_to_prefix: the number of leading ones.
                         mask.count_ones() as i64
                     } else if is_hostmask(mask) {
                         family.width() as i64 - mask.count_ones() as i64
                     } else {
-                        return None;
+                        return Err(NetErr::AddrFormat);
                     }
                 }
             },
         };
         if !(0..=family.width() as i64).contains(&prefixlen) {
-            return None;
+            return Err(NetErr::AddrFormat);
         }
-        Some(Network {
+        Ok(Network {
             family,
             value,
             prefixlen: prefixlen as u32,
@@ -199,12 +232,9 @@ fn is_hostmask(mask: u128) -> bool {
 
 /// netaddr `IPAddress(str)` with the version detected: IPv4 then IPv6.
 fn parse_address(s: &str) -> Option<(Family, u128)> {
-    if s.contains('/') || s.contains('\0') {
-        return None;
-    }
     [Family::V4, Family::V6]
         .into_iter()
-        .find_map(|f| f.parse(s).map(|v| (f, v)))
+        .find_map(|f| f.ip_address(s).ok().map(|v| (f, v)))
 }
 
 /// glibc `inet_pton4`: four decimal octets ≤ 255, no leading zeros, nothing else.
@@ -421,96 +451,124 @@ mod tests {
     }
 
     /// `IPAddress(host) in IPNetwork(ip + cidr)` as computed by netaddr 1.3.0 (nova 34's
-    /// venv); `None` where netaddr raises.
+    /// venv), or the class of the exception it raises.
     #[test]
     fn netaddr_vectors() {
-        let cases: &[(&str, &str, &str, Option<bool>)] = &[
-            ("10.8.1.100", "/24", "10.8.1.1", Some(true)),
-            ("10.8.1.100", "/32", "10.8.1.1", Some(false)),
-            ("10.8.1.1", "/32", "10.8.1.1", Some(true)),
-            ("10.8.1.100", "/0", "192.168.0.1", Some(true)),
-            ("10.8.1.100", "/33", "10.8.1.1", None),
-            ("10.8.1.100", "/-1", "10.8.1.1", None),
-            ("10.8.1.100", "/ 24 ", "10.8.1.1", Some(true)),
-            ("10.8.1.100", "/+24", "10.8.1.1", Some(true)),
-            ("10.8.1.100", "/2_4", "10.8.1.1", Some(true)),
-            ("10.8.1.100", "/255.255.255.0", "10.8.1.1", Some(true)),
-            ("10.8.1.100", "/255.255.0.255", "10.8.1.1", None),
-            ("10.8.1.100", "/0.0.0.255", "10.8.2.1", Some(false)),
-            ("10.8.1.100", "/0.0.255.255", "10.8.2.1", Some(true)),
-            ("10.8.1.100", "/0.0.0.0", "1.1.1.1", Some(true)),
-            ("10.8.1.100", "/255.255.255.255", "10.8.1.100", Some(true)),
-            ("10.8.1.100", "", "10.8.1.100", Some(true)),
-            ("10.8.1.100", "", "10.8.1.101", Some(false)),
-            ("10.8.1.100", "/", "10.8.1.1", None),
-            ("10.8.1.100", "/24/1", "10.8.1.1", None),
-            ("010.8.1.100", "/24", "10.8.1.1", None),
-            ("10.8.1", "/24", "10.8.1.1", None),
-            ("10.8.1.256", "/24", "10.8.1.1", None),
-            ("10.8.1.1.", "/24", "10.8.1.1", None),
-            ("fe80::1", "/64", "fe80::2", Some(true)),
-            ("fe80::1", "/64", "fe81::2", Some(false)),
-            ("fe80::1", "/24", "10.8.1.1", Some(false)),
-            ("10.8.1.1", "/24", "::ffff:10.8.1.1", Some(false)),
-            ("::ffff:10.8.1.1", "/120", "::ffff:10.8.1.7", Some(true)),
-            ("::", "/0", "2001:db8::1", Some(true)),
+        let cases: &[(&str, &str, &str, Result<bool, &str>)] = &[
+            ("10.8.1.100", "/24", "10.8.1.1", Ok(true)),
+            ("10.8.1.100", "/32", "10.8.1.1", Ok(false)),
+            ("10.8.1.1", "/32", "10.8.1.1", Ok(true)),
+            ("10.8.1.100", "/0", "192.168.0.1", Ok(true)),
+            ("10.8.1.100", "/33", "10.8.1.1", Err("AddrFormatError")),
+            ("10.8.1.100", "/-1", "10.8.1.1", Err("AddrFormatError")),
+            ("10.8.1.100", "/ 24 ", "10.8.1.1", Ok(true)),
+            ("10.8.1.100", "/+24", "10.8.1.1", Ok(true)),
+            ("10.8.1.100", "/2_4", "10.8.1.1", Ok(true)),
+            ("10.8.1.100", "/255.255.255.0", "10.8.1.1", Ok(true)),
             (
-                "fe80::1",
-                "/ffff:ffff:ffff:ffff::",
-                "fe80::abcd",
-                Some(true),
+                "10.8.1.100",
+                "/255.255.0.255",
+                "10.8.1.1",
+                Err("AddrFormatError"),
             ),
-            ("fe80::1", "/::ffff", "fe80::1:0", Some(false)),
-            ("fe80::1", "/129", "fe80::1", None),
-            ("1:2:3:4:5:6:7::", "/128", "1:2:3:4:5:6:7:0", Some(true)),
-            ("1:2:3:4:5:6:7:8::", "/64", "1:2:3:4::", None),
-            ("::1.2.3.4", "/96", "::5.6.7.8", Some(true)),
-            ("1::2::3", "/64", "1::", None),
-            ("12345::", "/16", "1234::", None),
-            ("FE80::1", "/10", "fe80::9", Some(true)),
-            (":1::", "/64", "1::", None),
-            ("1.2.3.4", "/24", "1.2.3.4 ", None),
-            ("10.0.0.1", "/8", "10.255.255.255", Some(true)),
-            ("10.0.0.1", "/8", "11.0.0.0", Some(false)),
-            ("10.0.0.1", "/08", "10.1.1.1", Some(true)),
-            ("10.0.0.1", "/1.2.3.4", "10.0.0.1", None),
-            ("a.b.c.d", "/8", "10.1.1.1", None),
-            ("1.2.3.4", "/::", "1.2.3.4", None),
-            ("::", "/0.0.0.0", "::1", None),
-            ("1::", "/ffff::", "1:ffff::", Some(true)),
+            ("10.8.1.100", "/0.0.0.255", "10.8.2.1", Ok(false)),
+            ("10.8.1.100", "/0.0.255.255", "10.8.2.1", Ok(true)),
+            ("10.8.1.100", "/0.0.0.0", "1.1.1.1", Ok(true)),
+            ("10.8.1.100", "/255.255.255.255", "10.8.1.100", Ok(true)),
+            ("10.8.1.100", "", "10.8.1.100", Ok(true)),
+            ("10.8.1.100", "", "10.8.1.101", Ok(false)),
+            ("10.8.1.100", "/", "10.8.1.1", Err("AddrFormatError")),
+            ("10.8.1.100", "/24/1", "10.8.1.1", Err("ValueError")),
+            ("010.8.1.100", "/24", "10.8.1.1", Err("AddrFormatError")),
+            ("10.8.1", "/24", "10.8.1.1", Err("AddrFormatError")),
+            ("10.8.1.256", "/24", "10.8.1.1", Err("AddrFormatError")),
+            ("10.8.1.1.", "/24", "10.8.1.1", Err("AddrFormatError")),
+            ("fe80::1", "/64", "fe80::2", Ok(true)),
+            ("fe80::1", "/64", "fe81::2", Ok(false)),
+            ("fe80::1", "/24", "10.8.1.1", Ok(false)),
+            ("10.8.1.1", "/24", "::ffff:10.8.1.1", Ok(false)),
+            ("::ffff:10.8.1.1", "/120", "::ffff:10.8.1.7", Ok(true)),
+            ("::", "/0", "2001:db8::1", Ok(true)),
+            ("fe80::1", "/ffff:ffff:ffff:ffff::", "fe80::abcd", Ok(true)),
+            ("fe80::1", "/::ffff", "fe80::1:0", Ok(false)),
+            ("fe80::1", "/129", "fe80::1", Err("AddrFormatError")),
+            ("1:2:3:4:5:6:7::", "/128", "1:2:3:4:5:6:7:0", Ok(true)),
+            (
+                "1:2:3:4:5:6:7:8::",
+                "/64",
+                "1:2:3:4::",
+                Err("AddrFormatError"),
+            ),
+            ("::1.2.3.4", "/96", "::5.6.7.8", Ok(true)),
+            ("1::2::3", "/64", "1::", Err("AddrFormatError")),
+            ("12345::", "/16", "1234::", Err("AddrFormatError")),
+            ("FE80::1", "/10", "fe80::9", Ok(true)),
+            (":1::", "/64", "1::", Err("AddrFormatError")),
+            ("1.2.3.4", "/24", "1.2.3.4 ", Err("AddrFormatError")),
+            ("10.0.0.1", "/8", "10.255.255.255", Ok(true)),
+            ("10.0.0.1", "/8", "11.0.0.0", Ok(false)),
+            ("10.0.0.1", "/08", "10.1.1.1", Ok(true)),
+            ("10.0.0.1", "/1.2.3.4", "10.0.0.1", Err("AddrFormatError")),
+            ("a.b.c.d", "/8", "10.1.1.1", Err("AddrFormatError")),
+            ("1.2.3.4", "/::", "1.2.3.4", Err("AddrFormatError")),
+            ("::", "/0.0.0.0", "::1", Err("AddrFormatError")),
+            ("1::", "/ffff::", "1:ffff::", Ok(true)),
             (
                 "::",
                 "/ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
                 "::",
-                Some(true),
+                Ok(true),
             ),
-            ("::", "/::", "1::", Some(true)),
-            ("10.8.1.100", "/24", "not-an-ip", None),
-            ("10.8.1.100", "/24", "0.0.0.0", Some(false)),
-            ("1.2.3.4", "/24", "::", Some(false)),
-            ("0:0:0:0:0:0:0:0:0", "/24", "::", None),
-            ("::1:2:3:4:5:6:7", "/128", "0:1:2:3:4:5:6:7", Some(true)),
-            ("1:2:3:4:5:6::1.2.3.4", "/128", "1:2:3:4:5:6:0:0", None),
+            ("::", "/::", "1::", Ok(true)),
+            ("10.8.1.100", "/24", "not-an-ip", Err("AddrFormatError")),
+            ("10.8.1.100", "/24", "0.0.0.0", Ok(false)),
+            ("1.2.3.4", "/24", "::", Ok(false)),
+            ("0:0:0:0:0:0:0:0:0", "/24", "::", Err("AddrFormatError")),
+            ("::1:2:3:4:5:6:7", "/128", "0:1:2:3:4:5:6:7", Ok(true)),
+            (
+                "1:2:3:4:5:6::1.2.3.4",
+                "/128",
+                "1:2:3:4:5:6:0:0",
+                Err("AddrFormatError"),
+            ),
             (
                 "1:2:3:4:5:6:1.2.3.4",
                 "/128",
                 "1:2:3:4:5:6:102:304",
-                Some(true),
+                Ok(true),
             ),
-            ("1:2:3:4:5:6:7:1.2.3.4", "/128", "::", None),
-            ("00001::", "/16", "1::", None),
-            ("::ffff:1.2.3", "/16", "::", None),
-            ("::ffff:01.2.3.4", "/16", "::", None),
-            ("1.2.3.4", "/24\n", "1.2.3.1", Some(true)),
-            ("1.2.3.4", "/\u{662}\u{664}", "1.2.3.1", Some(true)),
+            (
+                "1:2:3:4:5:6:7:1.2.3.4",
+                "/128",
+                "::",
+                Err("AddrFormatError"),
+            ),
+            ("00001::", "/16", "1::", Err("AddrFormatError")),
+            ("::ffff:1.2.3", "/16", "::", Err("AddrFormatError")),
+            ("::ffff:01.2.3.4", "/16", "::", Err("AddrFormatError")),
+            ("1.2.3.4", "/24\n", "1.2.3.1", Ok(true)),
+            ("1.2.3.4\0", "/24", "1.2.3.1", Err("ValueError")),
+            ("1.2.3.4", "/255.0\0", "1.2.3.1", Err("AddrFormatError")),
+            ("::1\0", "/24", "::1", Err("ValueError")),
+            ("1.2.3.4", "/24\0", "1.2.3.1", Err("ValueError")),
+            ("::1", "/ffff::/3", "::1", Err("ValueError")),
+            ("zz", "/24/3", "::1", Err("AddrFormatError")),
+            ("1.2.3.4", "/1.2.3.4/5", "1.2.3.4", Err("ValueError")),
+            ("1.2.3.4", "/\u{662}\u{664}", "1.2.3.1", Ok(true)),
         ];
         for (ip, cidr, host_ip, want) in cases {
             let got = evaluate(
                 &[("build_near_host_ip", &[ip]), ("cidr", &[cidr])],
                 Some(host_ip),
             )
-            .ok();
-            assert_eq!(got, *want, "{ip}{cidr} ∋ {host_ip}");
+            .map_err(|e| {
+                if e.message.starts_with(ADDR_FORMAT_ERROR) {
+                    "AddrFormatError"
+                } else {
+                    e.kind.name()
+                }
+            });
+            assert_eq!(got, *want, "{ip:?}{cidr:?} ∋ {host_ip:?}");
         }
     }
 }
