@@ -8,6 +8,7 @@ use crate::manager::{ManagerEndpoint, ManagerOptions, SchedulerManager};
 use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
+use crate::state::service_row::ServiceRow;
 use crate::state::{HostStateStore, StateOptions};
 use crate::weighers::{build_pipeline, WeigherConfig};
 use std::future::Future;
@@ -24,6 +25,8 @@ pub enum AppError {
     State(#[from] crate::state::StateError),
     #[error("placement: {0}")]
     Placement(#[from] crate::placement::PlacementError),
+    #[error("service registration: {0}")]
+    ServiceRow(#[from] crate::state::service_row::ServiceRowError),
     #[error("messaging: {0}")]
     Rpc(#[from] crate::rpc::RpcError),
 }
@@ -159,7 +162,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         tracing::warn!("{warning}");
     }
     let scheduler = build_scheduler(&config)?;
-    let store = Arc::new(HostStateStore::connect(state_options(&config)?).await?);
+    let state_options = state_options(&config)?;
+    // Our own `services` row (nova-scheduler, topic scheduler) in the main database,
+    // heartbeated like nova's DB servicegroup driver.
+    let main_pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect(&state_options.main_database_url)
+        .await
+        .map_err(|e| AppError::ServiceRow(e.into()))?;
+    let service_row = ServiceRow::register(main_pool, &config.default.host).await?;
+    let heartbeat = tokio::spawn(
+        service_row.heartbeat(Duration::from_secs(config.default.report_interval.max(1))),
+    );
+    let store = Arc::new(HostStateStore::connect(state_options).await?);
     let placement = Arc::new(PlacementClient::new(placement_options(&config)?)?);
     let manager = Arc::new(SchedulerManager::new(
         scheduler,
@@ -173,7 +188,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     ));
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
     let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
-    rpc::run(rpc_options(&config), endpoints, shutdown).await?;
+    let served = rpc::run(rpc_options(&config), endpoints, shutdown).await;
+    heartbeat.abort();
+    served?;
     info!("stopped");
     Ok(())
 }
@@ -249,9 +266,11 @@ fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
             default_domain_id: p.default_domain_id.clone(),
             system_scope: p.system_scope.clone(),
         }),
-        other => return Err(AppError::Config(format!(
+        other => {
+            return Err(AppError::Config(format!(
             "[placement] auth_type = {other} is not supported (use admin_token, none or password)"
-        ))),
+        )))
+        }
     };
     Ok(PlacementOptions {
         endpoint: p.endpoint_override.clone().or_else(|| p.endpoint.clone()),

@@ -17,6 +17,7 @@ mod aggregates;
 mod cells;
 mod compute;
 mod queries;
+pub mod service_row;
 
 pub use cells::{mask_url, Cell, CellUrlResolver};
 
