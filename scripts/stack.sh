@@ -53,8 +53,9 @@ endpoint_override = $NSRS_PLACEMENT_URL
 max_attempts = 3
 workers = 1
 
-[filter_scheduler]
-enabled_filters = ComputeFilter
+# [filter_scheduler] is left at nova's defaults: enabled_filters = ComputeFilter,
+# ComputeCapabilitiesFilter, ImagePropertiesFilter, ServerGroupAntiAffinityFilter,
+# ServerGroupAffinityFilter; weight_classes = all weighers. A stock nova.conf.
 
 [oslo_concurrency]
 lock_path = $NSRS_STATE/locks
