@@ -114,7 +114,8 @@ enum Cap {
 }
 
 /// nova's `_get_capabilities(host_state, scope)`: `Ok(None)` where nova returns None.
-fn get_capabilities(host: &HostState, scope: &[&str]) -> Result<Option<PyValue>, PyError> {
+/// Public for tests that want realistic operands.
+pub fn get_capabilities(host: &HostState, scope: &[&str]) -> Result<Option<PyValue>, PyError> {
     let mut cap = Cap::Host;
     for elem in scope {
         if let Cap::Value(PyValue::Str(s)) = &cap {

@@ -528,6 +528,18 @@ pub fn py_compare(a: &PyValue, b: &PyValue, op: CmpOp) -> Result<bool, PyError> 
     match (a, b) {
         (PyValue::Str(x), PyValue::Str(y)) => Ok(op.holds(Some(x.cmp(y)))),
         (PyValue::DateTime(x), PyValue::DateTime(y)) => Ok(op.holds(Some(x.cmp(y)))),
+        // netaddr orders IPAddresses by (version, value).
+        (PyValue::Object(x), PyValue::Object(y))
+            if x.type_name == "IPAddress" && y.type_name == "IPAddress" =>
+        {
+            let key = |o: &PyObject| -> Vec<PyValue> {
+                ["version", "value"]
+                    .iter()
+                    .map(|n| value_attr(&PyValue::Object(Box::new(o.clone())), n))
+                    .collect()
+            };
+            py_compare(&PyValue::List(key(x)), &PyValue::List(key(y)), op)
+        }
         (PyValue::List(x), PyValue::List(y)) => {
             for (p, q) in x.iter().zip(y) {
                 if !same_or_eq(p, q) {
