@@ -4,19 +4,19 @@
 //! last component is the class name, as nova's loader resolves them.
 
 use super::aggregate_image_properties_isolation::AggregateImagePropertiesIsolation;
+use super::aggregate_instance_extra_specs_filter::AggregateInstanceExtraSpecsFilter;
 use super::aggregate_io_ops_filter::AggregateIoOpsFilter;
 use super::aggregate_multi_tenancy_isolation::AggregateMultiTenancyIsolation;
 use super::aggregate_num_instances_filter::AggregateNumInstancesFilter;
 use super::aggregate_type_affinity_filter::AggregateTypeAffinityFilter;
-use super::aggregate_instance_extra_specs_filter::AggregateInstanceExtraSpecsFilter;
 use super::all_hosts_filter::AllHostsFilter;
 use super::compute_capabilities_filter::ComputeCapabilitiesFilter;
 use super::compute_filter::ComputeFilter;
 use super::different_host_filter::DifferentHostFilter;
 use super::image_properties_filter::ImagePropertiesFilter;
 use super::io_ops_filter::IoOpsFilter;
-use super::json_filter::JsonFilter;
 use super::isolated_hosts_filter::IsolatedHostsFilter;
+use super::json_filter::JsonFilter;
 use super::metrics_filter::MetricsFilter;
 use super::num_instances_filter::NumInstancesFilter;
 use super::same_host_filter::SameHostFilter;
@@ -150,10 +150,7 @@ const REGISTRY: &[(&str, Factory)] = &[
 /// nova's filters that this daemon does not provide yet. Naming one in
 /// `enabled_filters` stops startup with this explanation instead of silently
 /// deciding differently from nova.
-const NOT_YET: &[&str] = &[
-    "NUMATopologyFilter",
-    "PciPassthroughFilter",
-];
+const NOT_YET: &[&str] = &["NUMATopologyFilter", "PciPassthroughFilter"];
 
 /// Every `enabled_filters` entry that could not be resolved, reported at once.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -247,7 +244,11 @@ mod tests {
     #[test]
     fn every_bad_name_reported_at_once() {
         let err = build_chain(
-            &["NopeFilter".into(), "NUMATopologyFilter".into(), "Other".into()],
+            &[
+                "NopeFilter".into(),
+                "NUMATopologyFilter".into(),
+                "Other".into(),
+            ],
             &FilterConfig::default(),
         )
         .expect_err("unknown");
