@@ -106,8 +106,40 @@ def build_host(h):
             value = {u: objects.Instance(uuid=u) for u in value}
         elif key == "updated":
             value = parse_dt(value)
+        elif key == "metrics":
+            # compute_nodes.metrics as HostState.update() loads it.
+            value = (
+                objects.MonitorMetricList.from_json(json.dumps(value))
+                if value is not None
+                else None
+            )
         setattr(hs, key, value)
     return hs
+
+
+def build_image(i):
+    """An ImageMeta as select_destinations receives it: deserialized from the RPC
+    primitive, so every property goes through its typed field's coercion."""
+    if i is None:
+        return None
+    data = {
+        "properties": {
+            "nova_object.name": "ImageMetaProps",
+            "nova_object.namespace": "nova",
+            "nova_object.version": objects.ImageMetaProps.VERSION,
+            "nova_object.data": i.get("properties", {}),
+        }
+    }
+    if "id" in i:
+        data["id"] = i["id"]
+    return objects.ImageMeta.obj_from_primitive(
+        {
+            "nova_object.name": "ImageMeta",
+            "nova_object.namespace": "nova",
+            "nova_object.version": objects.ImageMeta.VERSION,
+            "nova_object.data": data,
+        }
+    )
 
 
 def build_spec(s):
@@ -123,11 +155,10 @@ def build_spec(s):
         f.setdefault("extra_specs", {})
         kwargs["flavor"] = objects.Flavor(**f)
     if "image" in s:
-        kwargs["image"] = (
-            objects.ImageMeta.from_dict(s["image"]) if s["image"] is not None else None
-        )
-    if "instance_group" in s and s["instance_group"] is not None:
-        kwargs["instance_group"] = objects.InstanceGroup(**s["instance_group"])
+        kwargs["image"] = build_image(s["image"])
+    if "instance_group" in s:
+        g = s["instance_group"]
+        kwargs["instance_group"] = objects.InstanceGroup(**g) if g is not None else None
     for key in (
         "project_id",
         "user_id",
