@@ -760,6 +760,8 @@ const TEXT_VALUES: &[&str] = &[
     "\u{1c}7",
     "{\"a\": 1, \"b\": {\"aa\": 2}}",
     "{\"a\": \"{\\\"b\\\": [1, 2.50]}\"}",
+    "{\"a\": {\"k\": 1, \"z\": [1e15, 1e16, 0.0001, 1e-05], \"k\": \"it's\"}}",
+    "{\"a\": [\"say \\\"hi\\\"\", \"it's\", \"\\u00a0\\u0085\\u00e9\\ud800\\t\\\\\"]}",
     "[1, 2]",
     "\"str\"",
     "{bad json",
@@ -957,11 +959,21 @@ fn gen_cpu_info(rng: &mut StdRng) -> Option<String> {
                 ("features", J::List(f)),
                 (
                     "topology",
-                    J::Obj(vec![
-                        ("cores".into(), J::Raw(rng.random_range(1..16).to_string())),
-                        ("threads".into(), J::Raw(rng.random_range(1..3).to_string())),
-                        ("sockets".into(), J::Raw(rng.random_range(1..3).to_string())),
-                    ]),
+                    J::Obj(
+                        vec![
+                            ("cores".into(), J::Raw(rng.random_range(1..16).to_string())),
+                            ("threads".into(), J::Raw(rng.random_range(1..3).to_string())),
+                            ("sockets".into(), J::Raw(rng.random_range(1..3).to_string())),
+                            // A duplicate key keeps its first position and takes the last value.
+                            (
+                                "cores".into(),
+                                J::Raw(pick(rng, &["1", "2.0", "\"x\""]).into()),
+                            ),
+                        ]
+                        .into_iter()
+                        .filter(|(k, _)| k != "cores" || chance(rng, 0.8))
+                        .collect(),
+                    ),
                 ),
                 (
                     "maxphysaddr",
@@ -1026,6 +1038,11 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         3.0000000000000004,
         100.0,
         0.0,
+        1e15,
+        123456789012345.67,
+        1e-4,
+        1e-5,
+        0.30000000000000004,
     ];
     let mut h = HostState {
         host: host.clone(),
@@ -1189,6 +1206,17 @@ const SEPARATORS: &[&str] = &[
 
 /// An extra-spec requirement, often built around the value the host actually has.
 fn gen_req(rng: &mut StdRng, actual: Option<&str>) -> String {
+    if let Some(a) = actual {
+        // The host's value as Python's str() writes it, compared whole or in part.
+        if chance(rng, 0.25) {
+            let words: Vec<&str> = a.split_whitespace().collect();
+            return match rng.random_range(0..4) {
+                0 | 1 => a.to_string(),
+                2 if !words.is_empty() => format!("<in> {}", pick(rng, &words)),
+                _ => format!("<all-in> {}", words.join(" ")),
+            };
+        }
+    }
     let operand = |rng: &mut StdRng| -> String {
         match (actual, rng.random_range(0..10)) {
             (Some(a), 0..=3) => a.to_string(),
@@ -1589,8 +1617,47 @@ const VARIABLES: &[&str] = &[
     "$.free_ram_mb",
 ];
 
+/// Groups of numbers whose Python comparisons are easy to get wrong.
+const NUMERIC_THEMES: &[&[&str]] = &[
+    &[
+        "9007199254740993",
+        "9007199254740992",
+        "9007199254740992.0",
+        "9007199254740994.0",
+    ],
+    &[
+        "9223372036854775807",
+        "9223372036854775808",
+        "9.223372036854775807e18",
+        "9223372036854775808.0",
+        "-9223372036854775809",
+        "-9.223372036854775808e18",
+    ],
+    &[
+        "100000000000000000000000000000",
+        "1e29",
+        "99999999999999991433150857216",
+        "99999999999999991433150857217",
+    ],
+    &[
+        "1",
+        "1.0",
+        "true",
+        "0.9999999999999999",
+        "1.0000000000000002",
+    ],
+    &["0", "-0", "-0.0", "false", "0.0", "0.5", "-0.5"],
+    &["NaN", "Infinity", "-Infinity", "1e400", "1e308", "-1e400"],
+    &["2.5", "2", "3", "-2.5", "-2", "-3"],
+];
+
 fn gen_literal(rng: &mut StdRng, host: &HostState) -> J {
-    match rng.random_range(0..16) {
+    match rng.random_range(0..20) {
+        16..=19 => {
+            let theme =
+                NUMERIC_THEMES[(host.free_ram_mb.unsigned_abs() as usize) % NUMERIC_THEMES.len()];
+            J::Raw(pick(rng, theme).to_string())
+        }
         14 | 15 => {
             J::Raw(pick(rng, &["NaN", "Infinity", "-Infinity", "1e400", "-0.0"]).to_string())
         }
@@ -1692,7 +1759,16 @@ fn nested(depth: usize, leaf: &str) -> String {
 
 fn gen_query(rng: &mut StdRng, host: &HostState) -> String {
     match rng.random_range(0..100) {
-        0..=69 => {
+        0..=9 => {
+            // Numbers Python compares exactly (int vs float, NaN, signed zero).
+            let theme = pick(rng, NUMERIC_THEMES);
+            let op = pick(rng, &["=", "<", ">", "<=", ">=", "in"]);
+            let args: Vec<&str> = (0..rng.random_range(2..4))
+                .map(|_| pick(rng, theme))
+                .collect();
+            format!("[\"{op}\", {}]", args.join(", "))
+        }
+        10..=69 => {
             let j = gen_expr(rng, host, 0);
             to_text(&j, rng)
         }
