@@ -17,6 +17,15 @@ pub fn sqla_url(db: &str) -> String {
     format!("{SQLA_BASE}/{db}?charset=utf8")
 }
 
+/// `name`, suffixed with `_$NSRS_TEST_DB_TAG` when that is set, so two checkouts on
+/// one machine can run the same integration tests at once without sharing databases.
+pub fn tagged(name: &str) -> String {
+    match std::env::var("NSRS_TEST_DB_TAG") {
+        Ok(tag) if !tag.is_empty() => format!("{name}_{tag}"),
+        _ => name.to_string(),
+    }
+}
+
 /// sqlx URL of a database.
 pub fn sqlx_url(db: &str) -> String {
     format!("mysql://root@{MYSQL_BASE}/{db}")

@@ -12,7 +12,12 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
-pub const DB: &str = "nsrs_t_placement";
+const DB_BASE: &str = "nsrs_t_placement";
+
+/// The Placement database of this test run (see `nova_schema::tagged`).
+pub fn db() -> String {
+    nova_schema::tagged(DB_BASE)
+}
 
 static URL: OnceCell<Result<String, String>> = OnceCell::const_new();
 
@@ -26,7 +31,7 @@ pub async fn url() -> &'static str {
 
 async fn start() -> Result<String, String> {
     let venv = venv::find();
-    nova_schema::recreate_databases(&[DB.to_string()]).await?;
+    nova_schema::recreate_databases(&[db()]).await?;
     let dir = std::env::temp_dir().join(format!("nsrs-t-placement-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let conf = dir.join("placement.conf");
@@ -35,7 +40,7 @@ async fn start() -> Result<String, String> {
         format!(
             "[DEFAULT]\ndebug = false\n[api]\nauth_strategy = noauth2\n\
              [placement_database]\nconnection = {}\n",
-            nova_schema::sqla_url(DB)
+            nova_schema::sqla_url(&db())
         ),
     )
     .map_err(|e| e.to_string())?;
