@@ -9,7 +9,7 @@ use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
 use crate::state::service_row::ServiceRow;
-use crate::state::{HostStateStore, StateOptions};
+use crate::state::{CacheOptions, HostStateCache, HostStateStore, StateOptions};
 use crate::weighers::{build_pipeline, WeigherConfig};
 use std::future::Future;
 use std::sync::Arc;
@@ -170,29 +170,152 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         .connect(&state_options.main_database_url)
         .await
         .map_err(|e| AppError::ServiceRow(e.into()))?;
-    let service_row = ServiceRow::register(main_pool, &config.default.host).await?;
+    let service_row = ServiceRow::register(main_pool.clone(), &config.default.host).await?;
     let heartbeat = tokio::spawn(
         service_row.heartbeat(Duration::from_secs(config.default.report_interval.max(1))),
     );
     let store = Arc::new(HostStateStore::connect(state_options).await?);
     let placement = Arc::new(PlacementClient::new(placement_options(&config)?)?);
-    let manager = Arc::new(SchedulerManager::new(
+    let mut manager = SchedulerManager::new(
         scheduler,
-        store,
+        Arc::clone(&store),
         placement,
         ManagerOptions {
             max_placement_results: config.scheduler.max_placement_results,
             default_availability_zone: config.default.default_availability_zone.clone(),
             rng_seed: None,
         },
-    ));
+    );
+    let cache =
+        cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
+    let mut background = Vec::new();
+    if let Some(cache) = &cache {
+        // Warm before consuming: the first answer is served from memory.
+        cache.warm().await;
+        manager = manager.with_cache(Arc::clone(cache));
+        background.push(tokio::spawn(Arc::clone(cache).run(std::future::pending())));
+    } else {
+        info!("host state cache off ([nova_scheduler_rs] host_state_refresh_interval = 0): cells are read per request");
+    }
+    if let Some(period) = discover_period(config.scheduler.discover_hosts_in_cells_interval) {
+        background.push(tokio::spawn(discover_hosts_periodically(
+            Arc::clone(&store),
+            main_pool,
+            config.default.host.clone(),
+            config.default.service_down_time as i64,
+            config.default.report_interval as i64,
+            period,
+        )));
+    }
+    background.push(tokio::spawn(reload_on_sighup(store, cache)));
+    let manager = Arc::new(manager);
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
     let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
     let served = rpc::run(rpc_options(&config), endpoints, shutdown).await;
     heartbeat.abort();
+    for task in background {
+        task.abort();
+    }
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// `[nova_scheduler_rs]`: the warm cache's settings, or `None` when it is off.
+fn cache_options(config: &Config) -> Option<CacheOptions> {
+    let c = &config.nova_scheduler_rs;
+    (c.host_state_refresh_interval > 0.0).then(|| CacheOptions {
+        refresh_interval: Duration::from_secs_f64(c.host_state_refresh_interval),
+        full_resync_interval: Duration::from_secs_f64(c.host_state_full_resync_interval),
+        retain_consumption: c.retain_virtual_consumption,
+        consumption_ttl: Duration::from_secs_f64(c.retained_consumption_ttl),
+    })
+}
+
+/// `discover_hosts_in_cells_interval`: negative = never; 0 = oslo's default
+/// periodic spacing (60 s).
+fn discover_period(interval: i64) -> Option<Duration> {
+    match interval {
+        i if i < 0 => None,
+        0 => Some(Duration::from_secs(60)),
+        i => Some(Duration::from_secs(i as u64)),
+    }
+}
+
+/// nova's `_discover_hosts_in_cells`, run immediately and then every `period`.
+async fn discover_hosts_periodically(
+    store: Arc<HostStateStore>,
+    main: sqlx::MySqlPool,
+    our_host: String,
+    service_down_time: i64,
+    report_interval: i64,
+    period: Duration,
+) {
+    use crate::state::discover::{scheduler_leader, DiscoverError};
+    let mut warned_exists = false;
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match scheduler_leader(&main, service_down_time, report_interval).await {
+            Ok(Some(leader)) if leader == our_host => {}
+            Ok(Some(leader)) => {
+                tracing::debug!(
+                    "Current leader is {leader}, skipping discover hosts on {our_host}"
+                );
+                continue;
+            }
+            Ok(None) => {
+                tracing::debug!("no nova-scheduler service is up yet; skipping discover hosts");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read nova-scheduler services; skipping discover hosts");
+                continue;
+            }
+        }
+        match store.discover_hosts().await {
+            Ok(found) if !found.is_empty() => {
+                let hosts: Vec<String> = found.iter().map(|(c, h)| format!("{c}:{h}")).collect();
+                info!("Discovered {} new hosts: {}", found.len(), hosts.join(","));
+            }
+            Ok(_) => {}
+            Err(e @ DiscoverError::HostMappingExists(_)) => {
+                let msg = format!("This periodic task should only be enabled if discover hosts is not run via nova-manage, schedulers: {e}");
+                if warned_exists {
+                    tracing::debug!("{msg}");
+                } else {
+                    tracing::warn!("{msg}");
+                    warned_exists = true;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "discover hosts failed"),
+        }
+    }
+}
+
+/// SIGHUP: nova's `reset()` re-reads the cell mappings; the cache then re-reads
+/// every cell and the aggregates.
+async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStateCache>>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP; cell mappings reload only at restart");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            info!("SIGHUP: reloading cell mappings and host states");
+            match &cache {
+                Some(cache) => cache.reset().await,
+                None => store.reload_cells().await,
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (store, cache);
+    }
 }
 
 /// `[database]` / `[api_database]` and the ratio fallbacks, for the state edge.

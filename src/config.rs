@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 pub mod cli;
 pub mod db_url;
 pub mod error;
+pub mod host_state_cache;
 pub mod ini;
 pub mod rabbit;
 pub mod reader;
@@ -31,6 +32,7 @@ pub mod transport_url;
 pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource};
 pub use db_url::{format_cell_url, DbUrl};
 pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
+pub use host_state_cache::HostStateCacheSection;
 pub use ini::{RawConfig, RawValue};
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
 pub use scheduler::{FilterSchedulerSection, MetricsSection, SchedulerSection};
@@ -75,6 +77,8 @@ pub struct Config {
     pub notifications: NovaNotificationsSection,
     /// `[compute]`.
     pub compute: ComputeSection,
+    /// `[nova_scheduler_rs]`: this daemon's own options (host state cache).
+    pub nova_scheduler_rs: HostStateCacheSection,
     raw: RawConfig,
 }
 
@@ -271,6 +275,7 @@ impl Config {
             upgrade_levels: UpgradeLevelsSection::read(&raw, &mut errors),
             notifications: NovaNotificationsSection::read(&raw, &mut errors),
             compute: ComputeSection::read(&raw, &mut errors),
+            nova_scheduler_rs: HostStateCacheSection::read(&raw, &mut errors),
             default,
             transport,
             oslo_messaging_rabbit,

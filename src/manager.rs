@@ -10,7 +10,8 @@
 //!
 //! Fanout casts: `update_aggregates` / `delete_aggregate` (4.1) update the aggregate
 //! cache; `update_instance_info` / `delete_instance_info` / `sync_instance_info` (4.2)
-//! are accepted and need no state (instances are read per request, see `cast`).
+//! update the instances of the warm host-state cache (without the cache, instances
+//! are read per request and the casts need no state).
 
 mod claims;
 mod prefilters;
@@ -19,7 +20,7 @@ use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, S
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
-use crate::state::HostStateStore;
+use crate::state::{Consumption, HostStateCache, HostStateStore};
 use chrono::Utc;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -49,6 +50,8 @@ pub struct SchedulerManager {
     placement: Arc<PlacementClient>,
     options: ManagerOptions,
     rng: Mutex<StdRng>,
+    /// The warm host states; `None` reads the cell databases per request, as nova.
+    cache: Option<Arc<HostStateCache>>,
 }
 
 impl SchedulerManager {
@@ -68,7 +71,14 @@ impl SchedulerManager {
             placement,
             options,
             rng: Mutex::new(rng),
+            cache: None,
         }
+    }
+
+    /// Serves host states from `cache` (which must share this manager's store).
+    pub fn with_cache(mut self, cache: Arc<HostStateCache>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// `select_destinations` as nova 34's manager runs it (see the boundary facts §2.1).
@@ -78,7 +88,9 @@ impl SchedulerManager {
         args: &Map<String, Value>,
     ) -> Result<Value, RemoteError> {
         let started = Instant::now();
+        let mut phases = Phases::default();
         let args = SelectArgs::decode(args)?;
+        phases.decode = started.elapsed();
         let mut spec = args.spec;
         let is_rebuild = spec.is_rebuild();
         let global_request_id = ctx
@@ -90,9 +102,12 @@ impl SchedulerManager {
         let mut candidates_by_rp: Option<HashMap<String, Vec<Value>>> = None;
         let mut compute_uuids: Option<Vec<String>> = None;
         if !is_rebuild {
+            let mark = Instant::now();
             prefilters::process(&mut spec, &self.store)
                 .await
                 .map_err(no_valid_host)?;
+            phases.prefilters = mark.elapsed();
+            let mark = Instant::now();
             let params = query::allocation_candidates_query(
                 &spec,
                 &query::QueryOptions {
@@ -124,6 +139,7 @@ impl SchedulerManager {
             }
             compute_uuids = Some(found.provider_summaries.keys().cloned().collect());
             candidates_by_rp = Some(index);
+            phases.placement = mark.elapsed();
         }
 
         // Step 7: host states for the providers Placement returned (all nodes on rebuild).
@@ -132,10 +148,21 @@ impl SchedulerManager {
             .as_ref()
             .filter(|d| !d.allow_cross_cell_move)
             .and_then(|d| d.cell_uuid.clone());
-        let mut hosts = self
-            .store
-            .host_states(compute_uuids.as_deref(), cell.as_deref())
-            .await
+        let mark = Instant::now();
+        let now = Utc::now();
+        let hosts = match &self.cache {
+            Some(cache) => {
+                cache
+                    .host_states(compute_uuids.as_deref(), cell.as_deref(), now)
+                    .await
+            }
+            None => {
+                self.store
+                    .host_states(compute_uuids.as_deref(), cell.as_deref())
+                    .await
+            }
+        };
+        let mut hosts = hosts
             .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
         if let Some(index) = &candidates_by_rp {
             for h in &mut hosts {
@@ -147,7 +174,8 @@ impl SchedulerManager {
                     .unwrap_or_default();
             }
         }
-        let loaded = started.elapsed();
+        phases.state = mark.elapsed();
+        let host_count = hosts.len();
 
         let return_alternates = args.return_alternates && args.return_objects;
         let request = ScheduleRequest {
@@ -155,7 +183,14 @@ impl SchedulerManager {
             instance_uuids: args.instance_uuids,
             use_placement: candidates_by_rp.is_some(),
             return_alternates,
-            now: Utc::now(),
+            now,
+        };
+        let flavor = &request.spec.flavor;
+        let consumption = Consumption {
+            memory_mb: flavor.memory_mb,
+            root_gb: flavor.root_gb,
+            ephemeral_gb: flavor.ephemeral_gb,
+            vcpus: flavor.vcpus,
         };
         let project_id = request.spec.project_id.clone().unwrap_or_default();
         let user_id = request
@@ -172,17 +207,39 @@ impl SchedulerManager {
             let mut shared = self.rng.lock().unwrap_or_else(|p| p.into_inner());
             StdRng::seed_from_u64(rand::RngExt::random(&mut *shared))
         };
+        let mark = Instant::now();
         let outcome = self
             .scheduler
             .schedule(hosts, request, &mut claimer, &mut rng)
             .await
-            .map_err(schedule_error)?;
-        debug!(
-            hosts_loaded_ms = loaded.as_millis() as u64,
-            total_ms = started.elapsed().as_millis() as u64,
+            .map_err(schedule_error);
+        phases.schedule = mark.elapsed();
+        let outcome = outcome?;
+        if let Some(cache) = &self.cache {
+            for chosen in outcome.destinations.iter().filter_map(|list| list.first()) {
+                let host = &outcome.hosts[chosen.host];
+                if let Some(uuid) = &host.uuid {
+                    cache.retain(&host.cell_uuid, uuid, consumption, now);
+                }
+            }
+        }
+        let mark = Instant::now();
+        let answer = self.encode(&outcome, args.return_objects);
+        phases.encode = mark.elapsed();
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        info!(
+            hosts = host_count,
+            instances = outcome.destinations.len(),
+            phase_decode_ms = ms(phases.decode),
+            phase_prefilters_ms = ms(phases.prefilters),
+            phase_placement_ms = ms(phases.placement),
+            phase_state_ms = ms(phases.state),
+            phase_schedule_ms = ms(phases.schedule),
+            phase_encode_ms = ms(phases.encode),
+            total_ms = ms(started.elapsed()),
             "select_destinations done"
         );
-        Ok(self.encode(&outcome, args.return_objects))
+        Ok(answer)
     }
 
     /// The methods of nova's manager this daemon serves.
@@ -217,15 +274,59 @@ impl SchedulerManager {
                     .map(Aggregate::from_primitive)
                     .transpose()
                     .map_err(|e| RemoteError::value_error(format!("invalid aggregate: {e}")))?
-                    .ok_or_else(|| RemoteError::type_error("delete_aggregate() missing required argument: 'aggregate'"))?;
+                    .ok_or_else(|| {
+                        RemoteError::type_error(
+                            "delete_aggregate() missing required argument: 'aggregate'",
+                        )
+                    })?;
                 info!(aggregate = aggregate.id, "aggregate deleted");
                 self.store.delete_aggregate(aggregate.id);
             }
-            // nova keeps a per-host instance cache fed by these casts and, when a host's
-            // entry is not marked updated, reads `instances` from the cell database for
-            // each request. We always take that database path (same instance uuids per
-            // host), so the casts need no state here.
-            _ => debug!(method, "instance info cast received; instances are read from the cell database per request"),
+            "update_instance_info" | "delete_instance_info" | "sync_instance_info" => {
+                let host = args
+                    .get("host_name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        RemoteError::type_error(format!(
+                            "{method}() missing required argument: 'host_name'"
+                        ))
+                    })?;
+                // Without the cache, instances are read from the cell database for each
+                // request (nova's path when a host's info is not marked updated).
+                let Some(cache) = &self.cache else {
+                    debug!(
+                        method,
+                        host, "instance info cast received; instances are read per request"
+                    );
+                    return Ok(Value::Null);
+                };
+                match method {
+                    "update_instance_info" => {
+                        let uuids = instance_list_uuids(args.get("instance_info"))?;
+                        debug!(host, count = uuids.len(), "instance info updated");
+                        cache.update_instance_info(host, &uuids);
+                    }
+                    "delete_instance_info" => {
+                        let uuid = args
+                            .get("instance_uuid")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| {
+                                RemoteError::type_error(
+                                    "delete_instance_info() missing required argument: 'instance_uuid'",
+                                )
+                            })?;
+                        debug!(host, instance = uuid, "instance info deleted");
+                        cache.delete_instance_info(host, uuid);
+                    }
+                    _ => {
+                        let uuids = string_list(args.get("instance_uuids"), "instance_uuids")?;
+                        if cache.sync_instance_info(host, &uuids) {
+                            debug!(host, "Successfully synced instances from host");
+                        }
+                    }
+                }
+            }
+            _ => debug!(method, "cast ignored"),
         }
         Ok(Value::Null)
     }
@@ -260,6 +361,52 @@ impl SchedulerManager {
             )
         }
     }
+}
+
+/// Time spent in each phase of one `select_destinations`.
+#[derive(Default)]
+struct Phases {
+    decode: std::time::Duration,
+    prefilters: std::time::Duration,
+    placement: std::time::Duration,
+    state: std::time::Duration,
+    /// Filters, weighers and claims, interleaved per instance as nova runs them.
+    schedule: std::time::Duration,
+    encode: std::time::Duration,
+}
+
+/// The uuids of an `InstanceList` primitive (or of a single `Instance`) sent by
+/// nova-compute's `update_instance_info`.
+fn instance_list_uuids(value: Option<&Value>) -> Result<Vec<String>, RemoteError> {
+    let bad = || RemoteError::value_error("instance_info must be an InstanceList or Instance");
+    let value = value.ok_or_else(bad)?;
+    let data = value.get("nova_object.data").ok_or_else(bad)?;
+    let uuid_of = |obj: &Value| {
+        obj.get("nova_object.data")
+            .and_then(|d| d.get("uuid"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match value.get("nova_object.name").and_then(Value::as_str) {
+        Some("Instance") => uuid_of(value).map(|u| vec![u]).ok_or_else(bad),
+        _ => data
+            .get("objects")
+            .and_then(Value::as_array)
+            .ok_or_else(bad)?
+            .iter()
+            .map(|o| uuid_of(o).ok_or_else(bad))
+            .collect(),
+    }
+}
+
+fn string_list(value: Option<&Value>, name: &str) -> Result<Vec<String>, RemoteError> {
+    let bad = || RemoteError::value_error(format!("{name} must be a list of strings"));
+    value
+        .and_then(Value::as_array)
+        .ok_or_else(bad)?
+        .iter()
+        .map(|v| v.as_str().map(str::to_string).ok_or_else(bad))
+        .collect()
 }
 
 /// nova's `Selection.from_host_state`.
@@ -398,7 +545,7 @@ impl Endpoint for ManagerEndpoint {
                 let started = Instant::now();
                 let result = manager.select_destinations(&call.context, &call.args).await;
                 match &result {
-                    Ok(_) => info!(elapsed_ms = started.elapsed().as_millis() as u64, "select_destinations answered"),
+                    Ok(_) => debug!(elapsed_ms = started.elapsed().as_millis() as u64, "select_destinations answered"),
                     Err(e) => info!(elapsed_ms = started.elapsed().as_millis() as u64, class = %e.class, message = %e.message, "select_destinations failed"),
                 }
                 result

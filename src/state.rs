@@ -14,11 +14,14 @@
 //! services, which do it on their next read.
 
 mod aggregates;
+pub mod cache;
 mod cells;
 mod compute;
+pub mod discover;
 mod queries;
 pub mod service_row;
 
+pub use cache::{CacheOptions, Consumption, HostStateCache, RefreshStats};
 pub use cells::{mask_url, Cell, CellUrlResolver};
 
 use crate::model::{Aggregate, HostState};

@@ -83,6 +83,23 @@ pub(super) async fn load_mappings(api: &MySqlPool) -> Result<Vec<MappingRow>, sq
     Ok(out)
 }
 
+/// `(id, uuid, name)` of every cell but cell0, for host mappings (`cell_id`).
+pub(super) async fn load_mapping_ids(
+    api: &MySqlPool,
+) -> Result<Vec<(i64, String, Option<String>)>, sqlx::Error> {
+    let rows = sqlx::query("SELECT id, uuid, name FROM cell_mappings ORDER BY id")
+        .fetch_all(api)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let uuid: String = row.try_get("uuid")?;
+        if uuid != CELL0_UUID {
+            out.push((row.try_get("id")?, uuid, row.try_get("name")?));
+        }
+    }
+    Ok(out)
+}
+
 /// A lazily connecting pool for one cell (or the main) database.
 pub(super) fn open_pool(url: &str) -> Result<MySqlPool, String> {
     MySqlPoolOptions::new()

@@ -173,7 +173,7 @@ fn update_from_compute_node(
     state.disk_allocation_ratio = ratio(node.disk_allocation_ratio, ratios.disk);
 }
 
-fn service_info(row: &ServiceRow) -> ServiceInfo {
+pub(super) fn service_info(row: &ServiceRow) -> ServiceInfo {
     let utc = |t: Option<NaiveDateTime>| -> Option<DateTime<Utc>> { t.map(|t| t.and_utc()) };
     ServiceInfo {
         id: row.id,

@@ -2,6 +2,7 @@
 //! The SQL nova runs against one cell database for a scheduling request.
 
 use super::compute::{ComputeNodeRow, ServiceRow};
+use chrono::NaiveDateTime;
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::BTreeSet;
@@ -19,7 +20,7 @@ const COMPUTE_COLUMNS: &str = "id, host, hypervisor_hostname, uuid, vcpus, vcpus
      pci_stats, numa_topology, stats, cpu_allocation_ratio, ram_allocation_ratio, \
      disk_allocation_ratio, updated_at";
 
-type CellAnswer = (Vec<ServiceRow>, Vec<ComputeNodeRow>, Vec<(String, String)>);
+pub(super) type CellAnswer = (Vec<ServiceRow>, Vec<ComputeNodeRow>, Vec<(String, String)>);
 
 /// Services and compute nodes (concurrently), then the instances on the nodes' hosts.
 /// `uuids = None` reads every live node (`ORDER BY id`, as nova's `get_all`).
@@ -56,7 +57,7 @@ fn service_row(row: &MySqlRow) -> Result<ServiceRow, sqlx::Error> {
     })
 }
 
-async fn compute_nodes(
+pub(super) async fn compute_nodes(
     pool: &MySqlPool,
     uuids: Option<&[String]>,
 ) -> Result<Vec<ComputeNodeRow>, sqlx::Error> {
@@ -166,4 +167,131 @@ fn placeholders(n: usize) -> String {
     let mut s = "?,".repeat(n);
     s.pop();
     s
+}
+
+// --- The warm cache's reads (see `cache.rs`) ---
+
+/// The database server's clock (UTC), so watermarks never depend on ours.
+pub(super) async fn db_utc_now(pool: &MySqlPool) -> Result<NaiveDateTime, sqlx::Error> {
+    sqlx::query_scalar("SELECT UTC_TIMESTAMP()")
+        .fetch_one(pool)
+        .await
+}
+
+/// A row that changed since a watermark: either live, or soft-deleted.
+pub(super) enum Change<T> {
+    Live(T),
+    Deleted(T),
+}
+
+/// `nova-compute` services created, updated or deleted after `since`.
+pub(super) async fn changed_services(
+    pool: &MySqlPool,
+    since: NaiveDateTime,
+) -> Result<Vec<Change<ServiceRow>>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT id, host, disabled, disabled_reason, forced_down, last_seen_up, created_at, \
+         updated_at, version, deleted FROM services WHERE `binary` = 'nova-compute' \
+         AND (updated_at > ? OR created_at > ? OR deleted_at > ?)",
+    )
+    .bind(since)
+    .bind(since)
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let svc = service_row(row)?;
+            let deleted: i64 = row.try_get("deleted")?;
+            Ok(if deleted == 0 {
+                Change::Live(svc)
+            } else {
+                Change::Deleted(svc)
+            })
+        })
+        .collect()
+}
+
+/// Compute nodes created, updated or deleted after `since`.
+pub(super) async fn changed_compute_nodes(
+    pool: &MySqlPool,
+    since: NaiveDateTime,
+) -> Result<Vec<Change<ComputeNodeRow>>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {COMPUTE_COLUMNS}, deleted FROM compute_nodes \
+         WHERE updated_at > ? OR created_at > ? OR deleted_at > ?"
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(since)
+        .bind(since)
+        .bind(since)
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let node = compute_node_row(row)?;
+            let deleted: i64 = row.try_get("deleted")?;
+            Ok(if deleted == 0 {
+                Change::Live(node)
+            } else {
+                Change::Deleted(node)
+            })
+        })
+        .collect()
+}
+
+/// An instance's placement as the cache tracks it: uuid, host, and whether the
+/// row still counts (`deleted = 0`).
+pub(super) struct InstanceRow {
+    pub uuid: String,
+    pub host: Option<String>,
+    pub live: bool,
+}
+
+/// Every live instance of the cell that has a host.
+pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let rows =
+        sqlx::query("SELECT host, uuid FROM instances WHERE deleted = 0 AND host IS NOT NULL")
+            .fetch_all(pool)
+            .await?;
+    rows.iter()
+        .map(|row| Ok((row.try_get("host")?, row.try_get("uuid")?)))
+        .collect()
+}
+
+/// Instances created, updated or deleted after `since`. A soft delete done through a
+/// query keeps `updated_at`, so `deleted_at` is checked too.
+pub(super) async fn changed_instances(
+    pool: &MySqlPool,
+    since: NaiveDateTime,
+) -> Result<Vec<InstanceRow>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT uuid, host, deleted FROM instances \
+         WHERE updated_at > ? OR created_at > ? OR deleted_at > ?",
+    )
+    .bind(since)
+    .bind(since)
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            let deleted: i64 = row.try_get("deleted")?;
+            Ok(InstanceRow {
+                uuid: row.try_get("uuid")?,
+                host: row.try_get("host")?,
+                live: deleted == 0,
+            })
+        })
+        .collect()
+}
+
+/// Everything the cache holds for one cell, read in one go.
+pub(super) async fn full_cell(pool: &MySqlPool) -> Result<CellAnswer, sqlx::Error> {
+    let (services, nodes, instances) = tokio::try_join!(
+        services(pool),
+        compute_nodes(pool, None),
+        all_instances(pool)
+    )?;
+    Ok((services, nodes, instances))
 }

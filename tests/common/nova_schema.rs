@@ -7,6 +7,7 @@
 use sqlx::{AssertSqlSafe, Connection, Executor, MySqlConnection};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 /// MariaDB the tests use (root without password, as on the test machine).
 pub const MYSQL_BASE: &str = "127.0.0.1:3306";
@@ -91,6 +92,84 @@ pub async fn create(venv: &Path, prefix: &str, cells: &[&str]) -> Result<PathBuf
         nm(&["--config-file", &overlay.to_string_lossy(), "db", "sync"]).await?;
     }
     Ok(dir)
+}
+
+/// Like [`create`], but nova-manage runs once per test binary and cell list (into
+/// template databases); each caller then gets a copy made with the template's own
+/// `SHOW CREATE TABLE` DDL and rows, and `cell_mappings` pointing at its copies.
+/// Tests that each need fresh databases pay a second instead of a minute.
+pub async fn create_from_template(venv: &Path, prefix: &str, cells: &[&str]) -> Result<(), String> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static TEMPLATES: Mutex<
+        Option<HashMap<String, Arc<tokio::sync::OnceCell<Result<(), String>>>>>,
+    > = Mutex::new(None);
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "tests".into())
+        .split('-')
+        .next()
+        .unwrap_or("tests")
+        .to_string();
+    let template = tagged(&format!("nsrs_tpl_{binary}_{}", cells.join("_")));
+    let once = TEMPLATES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .entry(template.clone())
+        .or_default()
+        .clone();
+    once.get_or_init(|| async { create(venv, &template, cells).await.map(|_| ()) })
+        .await
+        .clone()?;
+    let mut suffixes = vec!["api".to_string(), "cell0".to_string()];
+    suffixes.extend(cells.iter().map(|c| c.to_string()));
+    let dbs: Vec<String> = suffixes.iter().map(|s| format!("{prefix}_{s}")).collect();
+    recreate_databases(&dbs).await?;
+    let mut conn = MySqlConnection::connect(&format!("mysql://root@{MYSQL_BASE}"))
+        .await
+        .map_err(|e| e.to_string())?;
+    conn.execute("SET FOREIGN_KEY_CHECKS = 0")
+        .await
+        .map_err(|e| e.to_string())?;
+    for suffix in &suffixes {
+        let (src, dst) = (format!("{template}_{suffix}"), format!("{prefix}_{suffix}"));
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? \
+             AND table_type = 'BASE TABLE'",
+        )
+        .bind(&src)
+        .fetch_all(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+        conn.execute(AssertSqlSafe(format!("USE `{dst}`")))
+            .await
+            .map_err(|e| e.to_string())?;
+        for table in tables {
+            let row: (String, String) = sqlx::query_as(AssertSqlSafe(format!(
+                "SHOW CREATE TABLE `{src}`.`{table}`"
+            )))
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| format!("{src}.{table}: {e}"))?;
+            conn.execute(AssertSqlSafe(row.1))
+                .await
+                .map_err(|e| format!("{dst}.{table}: {e}"))?;
+            conn.execute(AssertSqlSafe(format!(
+                "INSERT INTO `{dst}`.`{table}` SELECT * FROM `{src}`.`{table}`"
+            )))
+            .await
+            .map_err(|e| format!("{dst}.{table}: {e}"))?;
+        }
+    }
+    conn.execute(AssertSqlSafe(format!(
+        "UPDATE `{prefix}_api`.cell_mappings SET database_connection = \
+         REPLACE(database_connection, '/{template}_', '/{prefix}_')"
+    )))
+    .await
+    .map_err(|e| e.to_string())?;
+    conn.close().await.map_err(|e| e.to_string())
 }
 
 pub async fn recreate_databases(dbs: &[String]) -> Result<(), String> {

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+//! `[nova_scheduler_rs]`: options of this daemon that nova has no equivalent for.
+//! nova-scheduler reads every cell database on each request; we keep host states warm
+//! and refresh them incrementally, so the operator chooses how stale they may get.
+
+use super::error::ConfigError;
+use super::ini::RawConfig;
+use super::reader::Reader;
+
+/// The group name in nova.conf. nova's own services ignore unknown groups.
+pub const GROUP: &str = "nova_scheduler_rs";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostStateCacheSection {
+    /// Seconds between incremental refreshes of the cached host states (rows whose
+    /// `created_at`/`updated_at`/`deleted_at` moved). 0 turns the cache off: every
+    /// request then reads the cell databases, as nova does.
+    pub host_state_refresh_interval: f64,
+    /// Seconds between full re-reads of every cell (catches what an incremental pass
+    /// cannot see, e.g. rows deleted outright by an operator) and of the aggregates.
+    pub host_state_full_resync_interval: f64,
+    /// Keep the virtual consumption of our own decisions on the cached host until its
+    /// compute node row is written after the decision (nova's `HostState.updated`
+    /// rule), so back-to-back requests do not pile onto one host.
+    pub retain_virtual_consumption: bool,
+    /// Seconds after which a retained consumption is dropped even if the compute node
+    /// row never moved (a build that failed before the compute claimed anything).
+    pub retained_consumption_ttl: f64,
+}
+
+impl Default for HostStateCacheSection {
+    fn default() -> Self {
+        HostStateCacheSection {
+            host_state_refresh_interval: 1.0,
+            host_state_full_resync_interval: 300.0,
+            retain_virtual_consumption: true,
+            retained_consumption_ttl: 120.0,
+        }
+    }
+}
+
+impl HostStateCacheSection {
+    pub(crate) fn read(raw: &RawConfig, errors: &mut Vec<ConfigError>) -> Self {
+        let d = HostStateCacheSection::default();
+        let mut r = Reader::new(raw, GROUP, errors);
+        HostStateCacheSection {
+            host_state_refresh_interval: r.float(
+                "host_state_refresh_interval",
+                d.host_state_refresh_interval,
+                Some(0.0),
+                Some(3600.0),
+            ),
+            host_state_full_resync_interval: r.float(
+                "host_state_full_resync_interval",
+                d.host_state_full_resync_interval,
+                Some(1.0),
+                None,
+            ),
+            retain_virtual_consumption: r
+                .bool("retain_virtual_consumption", d.retain_virtual_consumption),
+            retained_consumption_ttl: r.float(
+                "retained_consumption_ttl",
+                d.retained_consumption_ttl,
+                Some(0.0),
+                None,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ini::RawConfig;
+
+    fn read(text: &str) -> Result<HostStateCacheSection, Vec<ConfigError>> {
+        let mut raw = RawConfig::new();
+        raw.add_str("nova.conf", text).expect("ini");
+        let mut errors = Vec::new();
+        let section = HostStateCacheSection::read(&raw, &mut errors);
+        if errors.is_empty() {
+            Ok(section)
+        } else {
+            Err(errors)
+        }
+    }
+
+    #[test]
+    fn defaults_when_absent() {
+        assert_eq!(
+            read("[DEFAULT]\n").unwrap(),
+            HostStateCacheSection::default()
+        );
+    }
+
+    #[test]
+    fn values_and_bounds() {
+        let s = read(
+            "[nova_scheduler_rs]\nhost_state_refresh_interval = 0\n\
+             retain_virtual_consumption = false\nretained_consumption_ttl = 30\n",
+        )
+        .unwrap();
+        assert_eq!(s.host_state_refresh_interval, 0.0);
+        assert!(!s.retain_virtual_consumption);
+        assert_eq!(s.retained_consumption_ttl, 30.0);
+        assert!(read("[nova_scheduler_rs]\nhost_state_refresh_interval = -1\n").is_err());
+        assert!(read("[nova_scheduler_rs]\nhost_state_full_resync_interval = 0\n").is_err());
+    }
+}

@@ -1,0 +1,794 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The warm host-state cache: every cell read once, then refreshed from the rows
+//! that moved since the last pass, so a request never scans a cell database.
+//!
+//! - Per cell it keeps the `nova-compute` services by host, the compute nodes (as
+//!   HostStates built from their row alone) and the live instances by host. The
+//!   service, aggregates and instances are joined to a node when a request asks.
+//! - A pass reads the rows whose `created_at`, `updated_at` or `deleted_at` is after
+//!   the watermark, which is the database's own clock at the previous pass minus a
+//!   margin (rows are stamped by nova's services with their clocks and committed a
+//!   little later). Applying a row twice is harmless, so the overlap costs nothing
+//!   but a few rows. A full re-read every `full_resync_interval` heals anything an
+//!   incremental pass cannot see (rows deleted outright).
+//! - A request's uuids that the cache does not know (a node created since the last
+//!   pass) are read from the cell databases at once, so the cache never hides a
+//!   provider Placement returned. Uuids that are not compute nodes (nested or
+//!   sharing providers) are remembered for a while so they cost one query only.
+//! - Our own decisions are retained: the virtual consumption of each selected host
+//!   is re-applied to its cached state until the compute node row is written after
+//!   the decision (nova's `HostState.updated` rule) or `consumption_ttl` passes.
+
+use super::cells::CellDb;
+use super::compute::{self, ComputeNodeRow, ServiceRow};
+use super::queries::{self, Change, InstanceRow};
+use super::{read, write, HostStateStore, StateError};
+use crate::model::HostState;
+use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
+use futures_util::future::join_all;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Seconds taken off the database clock when a watermark is set.
+const WATERMARK_MARGIN_SECS: i64 = 5;
+
+/// How long a uuid that matched no compute node is not looked up again. New nodes
+/// reach the cache through the incremental pass well before this.
+const UNKNOWN_UUID_TTL: Duration = Duration::from_secs(60);
+
+/// The cache's settings (`[nova_scheduler_rs]`).
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// Time between incremental passes.
+    pub refresh_interval: Duration,
+    /// Time between full re-reads of every cell and of the aggregates.
+    pub full_resync_interval: Duration,
+    /// Re-apply our decisions' consumption until the database shows it.
+    pub retain_consumption: bool,
+    /// Age after which a retained consumption is dropped anyway.
+    pub consumption_ttl: Duration,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            refresh_interval: Duration::from_secs(1),
+            full_resync_interval: Duration::from_secs(300),
+            retain_consumption: true,
+            consumption_ttl: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The resources one of our decisions took on a host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Consumption {
+    pub memory_mb: i64,
+    pub root_gb: i64,
+    pub ephemeral_gb: i64,
+    pub vcpus: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Retained {
+    at: DateTime<Utc>,
+    what: Consumption,
+}
+
+/// One compute node: its HostState from the row alone, and our retained decisions.
+struct CachedNode {
+    uuid: Option<String>,
+    row_updated: Option<NaiveDateTime>,
+    state: HostState,
+    retained: Vec<Retained>,
+}
+
+/// What the cache holds of one cell.
+#[derive(Default)]
+struct CellCache {
+    services: HashMap<String, ServiceRow>,
+    /// Compute nodes by id: the order of nova's `ComputeNodeList.get_all`.
+    nodes: BTreeMap<i64, CachedNode>,
+    node_by_uuid: HashMap<String, i64>,
+    instance_host: HashMap<String, String>,
+    instances_by_host: HashMap<String, Arc<BTreeSet<String>>>,
+    watermark: Option<NaiveDateTime>,
+    last_full: Option<Instant>,
+}
+
+/// Counters of the cache's work, for logs and the benchmark report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RefreshStats {
+    pub services: usize,
+    pub nodes: usize,
+    pub instances: usize,
+}
+
+/// The warm cache over a [`HostStateStore`] (which owns the pools, cells and aggregates).
+pub struct HostStateCache {
+    store: Arc<HostStateStore>,
+    opts: CacheOptions,
+    cells: RwLock<HashMap<String, Arc<RwLock<CellCache>>>>,
+    unknown_uuids: Mutex<HashMap<String, Instant>>,
+    last_aggregate_load: Mutex<Instant>,
+}
+
+// === impl CellCache ===
+
+impl CellCache {
+    fn from_rows(
+        cell_uuid: &str,
+        ratios: &compute::RatioDefaults,
+        services: Vec<ServiceRow>,
+        nodes: Vec<ComputeNodeRow>,
+        instances: Vec<(String, String)>,
+        previous: Option<&CellCache>,
+    ) -> Self {
+        let mut cache = CellCache::default();
+        for svc in services {
+            cache.upsert_service(svc);
+        }
+        for node in nodes {
+            cache.upsert_node(cell_uuid, ratios, node, true);
+        }
+        // Keep our retained decisions across a full re-read; the row rule drops them.
+        if let Some(prev) = previous {
+            for (id, node) in cache.nodes.iter_mut() {
+                if let Some(old) = prev.nodes.get(id) {
+                    node.retained = still_pending(&old.retained, node.row_updated);
+                }
+            }
+        }
+        let mut by_host: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (host, uuid) in instances {
+            by_host
+                .entry(host.clone())
+                .or_default()
+                .insert(uuid.clone());
+            cache.instance_host.insert(uuid, host);
+        }
+        cache.instances_by_host = by_host.into_iter().map(|(h, s)| (h, Arc::new(s))).collect();
+        cache
+    }
+
+    fn upsert_service(&mut self, svc: ServiceRow) {
+        if let Some(host) = svc.host.clone() {
+            self.services.insert(host, svc);
+        }
+    }
+
+    fn delete_service(&mut self, svc: &ServiceRow) {
+        if let Some(host) = &svc.host {
+            if self.services.get(host).is_some_and(|s| s.id == svc.id) {
+                self.services.remove(host);
+            }
+        }
+    }
+
+    /// Applies a node row unless the cached one is newer (a targeted read that raced
+    /// a refresh). `force` is for full loads, which replace everything.
+    fn upsert_node(
+        &mut self,
+        cell_uuid: &str,
+        ratios: &compute::RatioDefaults,
+        row: ComputeNodeRow,
+        force: bool,
+    ) {
+        let id = row.id;
+        let previous = self.nodes.get(&id);
+        if !force {
+            if let Some(prev) = previous {
+                if let (Some(old), Some(new)) = (prev.row_updated, row.updated_at) {
+                    if old > new {
+                        return;
+                    }
+                }
+            }
+        }
+        let retained = previous
+            .map(|p| still_pending(&p.retained, row.updated_at))
+            .unwrap_or_default();
+        if let Some(old_uuid) = previous.and_then(|p| p.uuid.clone()) {
+            if row.uuid.as_deref() != Some(old_uuid.as_str()) {
+                self.node_by_uuid.remove(&old_uuid);
+            }
+        }
+        let uuid = row.uuid.clone();
+        let row_updated = row.updated_at;
+        let state = compute::host_state(
+            row,
+            &ServiceRow::default(),
+            cell_uuid,
+            ratios,
+            Vec::new(),
+            Arc::new(BTreeSet::new()),
+        );
+        if let Some(u) = &uuid {
+            self.node_by_uuid.insert(u.clone(), id);
+        }
+        self.nodes.insert(
+            id,
+            CachedNode {
+                uuid,
+                row_updated,
+                state,
+                retained,
+            },
+        );
+    }
+
+    fn delete_node(&mut self, id: i64) {
+        if let Some(node) = self.nodes.remove(&id) {
+            if let Some(u) = node.uuid {
+                if self.node_by_uuid.get(&u) == Some(&id) {
+                    self.node_by_uuid.remove(&u);
+                }
+            }
+        }
+    }
+
+    fn apply_instance(&mut self, row: InstanceRow) {
+        let new_host = row.host.filter(|_| row.live);
+        if let Some(old) = self.instance_host.get(&row.uuid) {
+            if Some(old) != new_host.as_ref() {
+                let old = old.clone();
+                self.remove_instance(&old, &row.uuid);
+            }
+        }
+        if let Some(host) = new_host {
+            self.add_instance(&host, &row.uuid);
+        }
+    }
+
+    fn add_instance(&mut self, host: &str, uuid: &str) {
+        if let Some(old) = self.instance_host.get(uuid) {
+            if old != host {
+                let old = old.clone();
+                self.remove_instance(&old, uuid);
+            }
+        }
+        self.instance_host
+            .insert(uuid.to_string(), host.to_string());
+        let set = self.instances_by_host.entry(host.to_string()).or_default();
+        if !set.contains(uuid) {
+            Arc::make_mut(set).insert(uuid.to_string());
+        }
+    }
+
+    fn remove_instance(&mut self, host: &str, uuid: &str) {
+        if self.instance_host.get(uuid).is_some_and(|h| h == host) {
+            self.instance_host.remove(uuid);
+        }
+        if let Some(set) = self.instances_by_host.get_mut(host) {
+            if set.contains(uuid) {
+                Arc::make_mut(set).remove(uuid);
+            }
+            if set.is_empty() {
+                self.instances_by_host.remove(host);
+            }
+        }
+    }
+
+    fn replace_host_instances(&mut self, host: &str, uuids: &BTreeSet<String>) {
+        let current: Vec<String> = self
+            .instances_by_host
+            .get(host)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for uuid in current.iter().filter(|u| !uuids.contains(*u)) {
+            self.remove_instance(host, uuid);
+        }
+        for uuid in uuids {
+            self.add_instance(host, uuid);
+        }
+    }
+
+    /// The HostState of node `id` as a request sees it, or `None` when nova would
+    /// skip it (no service record for its host).
+    fn host_state(
+        &self,
+        id: i64,
+        aggregates: &super::aggregates::AggregateCache,
+        retain: Option<(DateTime<Utc>, Duration)>,
+    ) -> Option<HostState> {
+        let node = self.nodes.get(&id)?;
+        let host = &node.state.host;
+        let Some(service) = self.services.get(host) else {
+            tracing::warn!(%host, "No compute service record found for host");
+            return None;
+        };
+        let mut state = node.state.clone();
+        state.service = compute::service_info(service);
+        state.aggregates = aggregates.for_host(host);
+        if let Some(insts) = self.instances_by_host.get(host) {
+            state.instances = Arc::clone(insts);
+        }
+        if let Some((now, ttl)) = retain {
+            let ttl = ChronoDuration::from_std(ttl).unwrap_or(ChronoDuration::MAX);
+            for r in still_pending(&node.retained, node.row_updated) {
+                if now - r.at < ttl {
+                    let c = r.what;
+                    state.consume(c.memory_mb, c.root_gb, c.ephemeral_gb, c.vcpus, r.at);
+                }
+            }
+        }
+        Some(state)
+    }
+}
+
+/// nova's rule: a compute node row written after a decision already shows it.
+fn still_pending(retained: &[Retained], row_updated: Option<NaiveDateTime>) -> Vec<Retained> {
+    retained
+        .iter()
+        .filter(|r| row_updated.is_none_or(|u| r.at > u.and_utc()))
+        .copied()
+        .collect()
+}
+
+// === impl HostStateCache ===
+
+impl HostStateCache {
+    /// A cache over `store`; nothing is read until [`HostStateCache::warm`].
+    pub fn new(store: Arc<HostStateStore>, opts: CacheOptions) -> Self {
+        HostStateCache {
+            store,
+            opts,
+            cells: RwLock::new(HashMap::new()),
+            unknown_uuids: Mutex::new(HashMap::new()),
+            last_aggregate_load: Mutex::new(Instant::now()),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<HostStateStore> {
+        &self.store
+    }
+
+    pub fn options(&self) -> &CacheOptions {
+        &self.opts
+    }
+
+    /// Reads every enabled cell in full (concurrently). A cell that fails is logged
+    /// and retried by the next pass; requests meanwhile go without it, as nova's do.
+    pub async fn warm(&self) {
+        let started = Instant::now();
+        let cells: Vec<Arc<CellDb>> = self
+            .store
+            .cell_set()
+            .cells
+            .iter()
+            .filter(|c| !c.cell.disabled)
+            .cloned()
+            .collect();
+        join_all(cells.iter().map(|db| self.full_load(db))).await;
+        let nodes: usize = read(&self.cells)
+            .values()
+            .map(|c| read(c).nodes.len())
+            .sum();
+        tracing::info!(
+            cells = cells.len(),
+            nodes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "host state cache warm"
+        );
+    }
+
+    /// One pass: cells due for a full re-read get one, the others an incremental
+    /// read; the aggregates are re-read with the full pass.
+    pub async fn refresh(&self) -> RefreshStats {
+        let set = self.store.cell_set();
+        let cached: HashSet<String> = read(&self.cells).keys().cloned().collect();
+        let targets: Vec<Arc<CellDb>> = set
+            .cells
+            .iter()
+            .filter(|c| !c.cell.disabled || cached.contains(&c.cell.uuid))
+            .cloned()
+            .collect();
+        let passes = targets.iter().map(|db| async move {
+            let due = match self.cell(&db.cell.uuid) {
+                None => true,
+                Some(c) => {
+                    let c = read(&c);
+                    c.watermark.is_none()
+                        || c.last_full
+                            .is_none_or(|t| t.elapsed() >= self.opts.full_resync_interval)
+                }
+            };
+            if due {
+                self.full_load(db).await;
+                RefreshStats::default()
+            } else {
+                self.incremental(db).await
+            }
+        });
+        let stats = join_all(passes)
+            .await
+            .into_iter()
+            .fold(RefreshStats::default(), |a, b| RefreshStats {
+                services: a.services + b.services,
+                nodes: a.nodes + b.nodes,
+                instances: a.instances + b.instances,
+            });
+        // Cells removed from cell_mappings (after a reload) leave the cache.
+        let known: HashSet<&str> = set.cells.iter().map(|c| c.cell.uuid.as_str()).collect();
+        write(&self.cells).retain(|uuid, _| known.contains(uuid.as_str()));
+        self.refresh_aggregates_if_due().await;
+        stats
+    }
+
+    /// Runs [`refresh`](Self::refresh) every `refresh_interval` until `shutdown`.
+    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        let mut tick = tokio::time::interval(self.opts.refresh_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = tick.tick() => {}
+            }
+            let started = Instant::now();
+            let stats = self.refresh().await;
+            tracing::trace!(
+                services = stats.services,
+                nodes = stats.nodes,
+                instances = stats.instances,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "host state cache refreshed"
+            );
+        }
+    }
+
+    /// Re-reads the cell list (SIGHUP) and then every cell in full.
+    pub async fn reset(&self) {
+        self.store.reload_cells().await;
+        for cell in read(&self.cells).values() {
+            write(cell).last_full = None;
+        }
+        self.refresh().await;
+        self.reload_aggregates().await;
+    }
+
+    fn cell(&self, uuid: &str) -> Option<Arc<RwLock<CellCache>>> {
+        read(&self.cells).get(uuid).cloned()
+    }
+
+    async fn full_load(&self, db: &CellDb) -> bool {
+        let name = db.display_name();
+        let Some(pool) = db.pool.as_ref() else {
+            tracing::warn!(cell = %name, url = %db.masked_url, "Failed to get computes for cell (unusable database URL)");
+            return false;
+        };
+        let read_all = async {
+            let now = queries::db_utc_now(pool).await?;
+            let rows = queries::full_cell(pool).await?;
+            Ok::<_, sqlx::Error>((now, rows))
+        };
+        match tokio::time::timeout(self.store.cell_timeout, read_all).await {
+            Ok(Ok((now, (services, nodes, instances)))) => {
+                let previous = self.cell(&db.cell.uuid);
+                let prev_guard = previous.as_ref().map(|p| read(p));
+                let mut fresh = CellCache::from_rows(
+                    &db.cell.uuid,
+                    &self.store.ratios,
+                    services,
+                    nodes,
+                    instances,
+                    prev_guard.as_deref(),
+                );
+                drop(prev_guard);
+                fresh.watermark = Some(now - ChronoDuration::seconds(WATERMARK_MARGIN_SECS));
+                fresh.last_full = Some(Instant::now());
+                match previous {
+                    Some(p) => *write(&p) = fresh,
+                    None => {
+                        write(&self.cells)
+                            .insert(db.cell.uuid.clone(), Arc::new(RwLock::new(fresh)));
+                    }
+                }
+                true
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(cell = %name, url = %db.masked_url, error = %e, "Failed to get computes for cell");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(cell = %name, url = %db.masked_url, "Timeout getting computes for cell");
+                false
+            }
+        }
+    }
+
+    async fn incremental(&self, db: &CellDb) -> RefreshStats {
+        let Some(cache) = self.cell(&db.cell.uuid) else {
+            return RefreshStats::default();
+        };
+        let Some(since) = read(&cache).watermark else {
+            return RefreshStats::default();
+        };
+        let Some(pool) = db.pool.as_ref() else {
+            return RefreshStats::default();
+        };
+        let read_changes = async {
+            let now = queries::db_utc_now(pool).await?;
+            let (services, nodes, instances) = tokio::try_join!(
+                queries::changed_services(pool, since),
+                queries::changed_compute_nodes(pool, since),
+                queries::changed_instances(pool, since),
+            )?;
+            Ok::<_, sqlx::Error>((now, services, nodes, instances))
+        };
+        let (now, services, nodes, instances) = match tokio::time::timeout(
+            self.store.cell_timeout,
+            read_changes,
+        )
+        .await
+        {
+            Ok(Ok(changes)) => changes,
+            Ok(Err(e)) => {
+                tracing::warn!(cell = %db.display_name(), error = %e, "host state refresh failed; keeping the cached states");
+                return RefreshStats::default();
+            }
+            Err(_) => {
+                tracing::warn!(cell = %db.display_name(), "host state refresh timed out; keeping the cached states");
+                return RefreshStats::default();
+            }
+        };
+        let stats = RefreshStats {
+            services: services.len(),
+            nodes: nodes.len(),
+            instances: instances.len(),
+        };
+        let mut c = write(&cache);
+        for change in services {
+            match change {
+                Change::Live(s) => c.upsert_service(s),
+                Change::Deleted(s) => c.delete_service(&s),
+            }
+        }
+        for change in nodes {
+            match change {
+                Change::Live(n) => c.upsert_node(&db.cell.uuid, &self.store.ratios, n, false),
+                Change::Deleted(n) => c.delete_node(n.id),
+            }
+        }
+        for row in instances {
+            c.apply_instance(row);
+        }
+        c.watermark = Some(now - ChronoDuration::seconds(WATERMARK_MARGIN_SECS));
+        stats
+    }
+
+    async fn refresh_aggregates_if_due(&self) {
+        let due = {
+            let last = self
+                .last_aggregate_load
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            last.elapsed() >= self.opts.full_resync_interval
+        };
+        if due {
+            self.reload_aggregates().await;
+        }
+    }
+
+    async fn reload_aggregates(&self) {
+        *self
+            .last_aggregate_load
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        match super::aggregates::load(&self.store.api).await {
+            Ok(aggs) => {
+                *write(&self.store.aggregates) = super::aggregates::AggregateCache::new(aggs)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not re-read aggregates; keeping the cached ones")
+            }
+        }
+    }
+
+    /// The host states of a request, from the cache: `uuids` (the providers
+    /// Placement returned) or every node (`None`), in `cell` or every enabled cell.
+    /// Ordered by cell uuid, then compute node id, like [`HostStateStore::host_states`].
+    pub async fn host_states(
+        &self,
+        uuids: Option<&[String]>,
+        cell: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<HostState>, StateError> {
+        let mut selected = self.store.select_cells(cell).await?;
+        selected.sort_by(|a, b| a.cell.uuid.cmp(&b.cell.uuid));
+        // A cell never read (down at startup, or disabled and now named) is read now.
+        for db in &selected {
+            if self.cell(&db.cell.uuid).is_none() {
+                self.full_load(db).await;
+            }
+        }
+        if let Some(uuids) = uuids {
+            self.fetch_unknown(&selected, uuids).await;
+        }
+        let retain = self
+            .opts
+            .retain_consumption
+            .then_some((now, self.opts.consumption_ttl));
+        let aggregates = read(&self.store.aggregates);
+        let wanted: Option<HashSet<&str>> = uuids.map(|u| u.iter().map(String::as_str).collect());
+        let mut seen: HashSet<(String, String)> = HashSet::new();
+        let mut states = Vec::new();
+        for db in &selected {
+            let Some(cache) = self.cell(&db.cell.uuid) else {
+                continue;
+            };
+            let c = read(&cache);
+            let ids: Vec<i64> = match &wanted {
+                None => c.nodes.keys().copied().collect(),
+                Some(w) => {
+                    let mut ids: Vec<i64> = w
+                        .iter()
+                        .filter_map(|u| c.node_by_uuid.get(*u).copied())
+                        .collect();
+                    ids.sort_unstable();
+                    ids
+                }
+            };
+            for id in ids {
+                let Some(state) = c.host_state(id, &aggregates, retain) else {
+                    continue;
+                };
+                if !seen.insert((state.host.clone(), state.nodename.clone())) {
+                    tracing::warn!(host = %state.host, node = %state.nodename, cell = %db.cell.uuid,
+                        "compute node seen in more than one cell; keeping the first");
+                    continue;
+                }
+                states.push(state);
+            }
+        }
+        Ok(states)
+    }
+
+    /// Reads the requested uuids the cache does not hold from the selected cells.
+    async fn fetch_unknown(&self, selected: &[Arc<CellDb>], uuids: &[String]) {
+        let known = |u: &str| {
+            selected.iter().any(|db| {
+                self.cell(&db.cell.uuid)
+                    .is_some_and(|c| read(&c).node_by_uuid.contains_key(u))
+            })
+        };
+        let missing: Vec<String> = {
+            let mut unknown = self.unknown_uuids.lock().unwrap_or_else(|p| p.into_inner());
+            unknown.retain(|_, at| at.elapsed() < UNKNOWN_UUID_TTL);
+            uuids
+                .iter()
+                .filter(|u| !unknown.contains_key(u.as_str()) && !known(u))
+                .cloned()
+                .collect()
+        };
+        if missing.is_empty() {
+            return;
+        }
+        let reads = selected.iter().map(|db| {
+            let missing = &missing;
+            async move {
+                let pool = db.pool.as_ref()?;
+                let fetched = tokio::time::timeout(
+                    self.store.cell_timeout,
+                    queries::cell_rows(pool, Some(missing)),
+                )
+                .await;
+                match fetched {
+                    Ok(Ok(rows)) => Some((db, rows)),
+                    Ok(Err(e)) => {
+                        tracing::warn!(cell = %db.display_name(), error = %e, "Failed to get computes for cell");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(cell = %db.display_name(), "Timeout getting computes for cell");
+                        None
+                    }
+                }
+            }
+        });
+        let mut found: HashSet<String> = HashSet::new();
+        for (db, (services, nodes, instances)) in join_all(reads).await.into_iter().flatten() {
+            let Some(cache) = self.cell(&db.cell.uuid) else {
+                continue;
+            };
+            let mut c = write(&cache);
+            for s in services {
+                c.upsert_service(s);
+            }
+            let hosts: HashSet<String> = nodes.iter().filter_map(|n| n.host.clone()).collect();
+            for n in nodes {
+                if let Some(u) = &n.uuid {
+                    found.insert(u.clone());
+                }
+                c.upsert_node(&db.cell.uuid, &self.store.ratios, n, false);
+            }
+            let mut by_host: HashMap<String, BTreeSet<String>> = HashMap::new();
+            for (host, uuid) in instances {
+                by_host.entry(host).or_default().insert(uuid);
+            }
+            for host in hosts {
+                let set = by_host.remove(&host).unwrap_or_default();
+                c.replace_host_instances(&host, &set);
+            }
+        }
+        let mut unknown = self.unknown_uuids.lock().unwrap_or_else(|p| p.into_inner());
+        for u in missing.into_iter().filter(|u| !found.contains(u)) {
+            unknown.insert(u, Instant::now());
+        }
+    }
+
+    /// Retains one decision: `what` was consumed on node `node_uuid` of `cell_uuid` at `at`.
+    pub fn retain(&self, cell_uuid: &str, node_uuid: &str, what: Consumption, at: DateTime<Utc>) {
+        if !self.opts.retain_consumption {
+            return;
+        }
+        let Some(cache) = self.cell(cell_uuid) else {
+            return;
+        };
+        let mut c = write(&cache);
+        let Some(id) = c.node_by_uuid.get(node_uuid).copied() else {
+            return;
+        };
+        if let Some(node) = c.nodes.get_mut(&id) {
+            node.retained.push(Retained { at, what });
+        }
+    }
+
+    fn cell_of_host(&self, host: &str) -> Option<Arc<RwLock<CellCache>>> {
+        read(&self.cells)
+            .values()
+            .find(|c| read(c).services.contains_key(host))
+            .cloned()
+    }
+
+    /// nova's `update_instance_info` cast: these instances are on `host`.
+    pub fn update_instance_info(&self, host: &str, instance_uuids: &[String]) {
+        if let Some(cache) = self.cell_of_host(host) {
+            let mut c = write(&cache);
+            for uuid in instance_uuids {
+                c.add_instance(host, uuid);
+            }
+        }
+    }
+
+    /// nova's `delete_instance_info` cast: the instance left `host`.
+    pub fn delete_instance_info(&self, host: &str, instance_uuid: &str) {
+        if let Some(cache) = self.cell_of_host(host) {
+            write(&cache).remove_instance(host, instance_uuid);
+        }
+    }
+
+    /// nova's `sync_instance_info` cast: the full list of `host`'s instances. On a
+    /// mismatch nova re-reads the host from its cell; the compute's list is newer
+    /// than any read, so we take it.
+    pub fn sync_instance_info(&self, host: &str, instance_uuids: &[String]) -> bool {
+        let Some(cache) = self.cell_of_host(host) else {
+            return false;
+        };
+        let mut c = write(&cache);
+        let wanted: BTreeSet<String> = instance_uuids.iter().cloned().collect();
+        let matches = c
+            .instances_by_host
+            .get(host)
+            .map_or(wanted.is_empty(), |s| **s == wanted);
+        if !matches {
+            tracing::info!(%host, "The instance sync for host did not match. Re-created its InstanceList.");
+            c.replace_host_instances(host, &wanted);
+        }
+        matches
+    }
+
+    /// Number of compute nodes cached, over every cell.
+    pub fn node_count(&self) -> usize {
+        read(&self.cells)
+            .values()
+            .map(|c| read(c).nodes.len())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

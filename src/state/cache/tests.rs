@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+use super::*;
+use crate::state::aggregates::AggregateCache;
+use crate::state::compute::RatioDefaults;
+use chrono::TimeZone;
+
+const CELL: &str = "11111111-1111-4111-8111-111111111111";
+
+fn ratios() -> RatioDefaults {
+    RatioDefaults {
+        cpu: 4.0,
+        ram: 1.0,
+        disk: 1.0,
+    }
+}
+
+fn t(secs: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+}
+
+fn service(id: i64, host: &str) -> ServiceRow {
+    ServiceRow {
+        id,
+        host: Some(host.into()),
+        updated_at: Some(t(0).naive_utc()),
+        version: Some(66),
+        ..ServiceRow::default()
+    }
+}
+
+fn node(id: i64, host: &str, free_ram_mb: i64, updated: i64) -> ComputeNodeRow {
+    ComputeNodeRow {
+        id,
+        host: Some(host.into()),
+        hypervisor_hostname: Some(format!("{host}.node")),
+        uuid: Some(format!("00000000-0000-4000-8000-{id:012}")),
+        vcpus: 8,
+        memory_mb: 16384,
+        free_ram_mb: Some(free_ram_mb),
+        local_gb: 100,
+        free_disk_gb: Some(100),
+        updated_at: Some(t(updated).naive_utc()),
+        ..ComputeNodeRow::default()
+    }
+}
+
+fn cell() -> CellCache {
+    CellCache::from_rows(
+        CELL,
+        &ratios(),
+        vec![service(1, "h1"), service(2, "h2")],
+        vec![
+            node(10, "h1", 8000, 0),
+            node(20, "h2", 4000, 0),
+            node(30, "orphan", 1, 0),
+        ],
+        vec![("h1".into(), "i-a".into()), ("h1".into(), "i-b".into())],
+        None,
+    )
+}
+
+const SMALL: Consumption = Consumption {
+    memory_mb: 512,
+    root_gb: 1,
+    ephemeral_gb: 0,
+    vcpus: 1,
+};
+
+#[test]
+fn joins_service_aggregates_instances_and_skips_orphans() {
+    let c = cell();
+    let aggs = AggregateCache::default();
+    let h1 = c.host_state(10, &aggs, None).expect("h1");
+    assert_eq!(h1.service.id, 1);
+    assert_eq!(h1.free_ram_mb, 8000);
+    assert_eq!(
+        h1.instances.iter().cloned().collect::<Vec<_>>(),
+        vec!["i-a".to_string(), "i-b".to_string()]
+    );
+    assert!(c.host_state(20, &aggs, None).unwrap().instances.is_empty());
+    assert!(
+        c.host_state(30, &aggs, None).is_none(),
+        "no service: skipped as nova does"
+    );
+}
+
+#[test]
+fn retained_consumption_until_the_row_moves_or_ttl() {
+    let mut c = cell();
+    let aggs = AggregateCache::default();
+    // Decisions carry sub-second times; rows are stamped to the second.
+    let decided = t(5) + ChronoDuration::milliseconds(300);
+    c.nodes.get_mut(&10).unwrap().retained.push(Retained {
+        at: decided,
+        what: SMALL,
+    });
+    let ttl = Duration::from_secs(120);
+    let s = c.host_state(10, &aggs, Some((t(6), ttl))).unwrap();
+    assert_eq!(s.free_ram_mb, 8000 - 512);
+    assert_eq!(s.free_disk_mb, 100 * 1024 - 1024);
+    assert_eq!(s.vcpus_used, 1);
+    assert_eq!(s.num_instances, 1);
+    // Without retention (or past the TTL) the row's values stand.
+    assert_eq!(c.host_state(10, &aggs, None).unwrap().free_ram_mb, 8000);
+    assert_eq!(
+        c.host_state(10, &aggs, Some((t(200), ttl)))
+            .unwrap()
+            .free_ram_mb,
+        8000
+    );
+    // A row stamped in the decision's second is not after it: the decision stays.
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 7900, 5), false);
+    assert_eq!(c.nodes[&10].retained.len(), 1);
+    assert_eq!(
+        c.host_state(10, &aggs, Some((t(6), ttl)))
+            .unwrap()
+            .free_ram_mb,
+        7900 - 512
+    );
+    // A row written after the decision shows it: dropped.
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 7488, 6), false);
+    assert!(c.nodes[&10].retained.is_empty());
+    assert_eq!(
+        c.host_state(10, &aggs, Some((t(7), ttl)))
+            .unwrap()
+            .free_ram_mb,
+        7488
+    );
+}
+
+#[test]
+fn older_rows_never_replace_newer_ones_except_on_full_loads() {
+    let mut c = cell();
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 100, 10), false);
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 200, 9), false);
+    assert_eq!(c.nodes[&10].state.free_ram_mb, 100);
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 200, 9), true);
+    assert_eq!(c.nodes[&10].state.free_ram_mb, 200);
+}
+
+#[test]
+fn full_reload_keeps_pending_decisions() {
+    let mut old = cell();
+    for id in [10, 20] {
+        old.nodes.get_mut(&id).unwrap().retained.push(Retained {
+            at: t(5),
+            what: SMALL,
+        });
+    }
+    let fresh = CellCache::from_rows(
+        CELL,
+        &ratios(),
+        vec![service(1, "h1"), service(2, "h2")],
+        vec![node(10, "h1", 8000, 0), node(20, "h2", 3488, 7)],
+        vec![],
+        Some(&old),
+    );
+    assert_eq!(fresh.nodes[&10].retained.len(), 1);
+    assert!(fresh.nodes[&20].retained.is_empty());
+}
+
+#[test]
+fn instances_move_and_vanish() {
+    let mut c = cell();
+    c.apply_instance(InstanceRow {
+        uuid: "i-a".into(),
+        host: Some("h2".into()),
+        live: true,
+    });
+    assert_eq!(c.instances_by_host["h1"].len(), 1);
+    assert!(c.instances_by_host["h2"].contains("i-a"));
+    c.apply_instance(InstanceRow {
+        uuid: "i-a".into(),
+        host: Some("h2".into()),
+        live: false,
+    });
+    assert!(!c.instances_by_host.contains_key("h2"));
+    assert!(!c.instance_host.contains_key("i-a"));
+    // A request holding the old set is not affected by later changes.
+    let held = Arc::clone(&c.instances_by_host["h1"]);
+    c.remove_instance("h1", "i-b");
+    assert!(held.contains("i-b"));
+    assert!(!c.instances_by_host.contains_key("h1"));
+}
+
+#[test]
+fn replace_host_instances_is_exact() {
+    let mut c = cell();
+    let wanted: BTreeSet<String> = ["i-b".to_string(), "i-c".to_string()].into();
+    c.replace_host_instances("h1", &wanted);
+    assert_eq!(*c.instances_by_host["h1"], wanted);
+    assert!(!c.instance_host.contains_key("i-a"));
+    assert_eq!(c.instance_host["i-c"], "h1");
+}
+
+#[test]
+fn services_deleted_by_id_only() {
+    let mut c = cell();
+    c.upsert_service(service(7, "h1"));
+    c.delete_service(&service(1, "h1"));
+    assert_eq!(
+        c.services["h1"].id, 7,
+        "deleting the old row keeps the new one"
+    );
+    c.delete_service(&service(7, "h1"));
+    assert!(!c.services.contains_key("h1"));
+}
+
+#[test]
+fn node_uuid_index_follows_changes_and_deletes() {
+    let mut c = cell();
+    let mut renamed = node(10, "h1", 8000, 1);
+    renamed.uuid = Some("new-uuid".into());
+    c.upsert_node(CELL, &ratios(), renamed, false);
+    assert_eq!(c.node_by_uuid.get("new-uuid"), Some(&10));
+    assert!(!c
+        .node_by_uuid
+        .contains_key("00000000-0000-4000-8000-000000000010"));
+    c.delete_node(10);
+    assert!(!c.node_by_uuid.contains_key("new-uuid"));
+    assert!(!c.nodes.contains_key(&10));
+}

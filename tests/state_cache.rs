@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The warm host-state cache (`state::HostStateCache`) against the real MariaDB with
+//! nova 34's schema built by nova-manage. The reference is the per-request path
+//! (`HostStateStore::host_states`, nova's way): after a warm-up and after each
+//! incremental refresh, both must give the same host states. Each test owns its
+//! databases, so they run in any order.
+
+#[path = "common/nova_schema.rs"]
+mod nova_schema;
+#[path = "common/venv.rs"]
+mod venv;
+
+use chrono::Utc;
+use nova_scheduler::model::HostState;
+use nova_scheduler::state::{
+    CacheOptions, CellUrlResolver, Consumption, HostStateCache, HostStateStore, StateOptions,
+};
+use sqlx::{AssertSqlSafe, Executor, MySqlPool};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn resolver() -> CellUrlResolver {
+    Arc::new(|url: &str| Ok(url.replace("mysql+pymysql://", "mysql://")))
+}
+
+struct Cloud {
+    prefix: String,
+    cell1: MySqlPool,
+    cell2: MySqlPool,
+    store: Arc<HostStateStore>,
+    cache: HostStateCache,
+}
+
+async fn exec(pool: &MySqlPool, sqls: &[String]) {
+    for sql in sqls {
+        pool.execute(AssertSqlSafe(sql.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+fn service_sql(id: i64, host: &str) -> String {
+    format!(
+        "INSERT INTO services (id, created_at, updated_at, host, `binary`, topic, report_count, \
+         disabled, last_seen_up, forced_down, version, uuid, deleted) VALUES ({id}, \
+         UTC_TIMESTAMP() - INTERVAL 1 HOUR, UTC_TIMESTAMP() - INTERVAL 1 HOUR, '{host}', \
+         'nova-compute', 'compute', 1, 0, UTC_TIMESTAMP() - INTERVAL 1 HOUR, 0, 74, \
+         'a0000000-0000-4000-8000-{id:012}', 0)"
+    )
+}
+
+fn node_sql(id: i64, host: &str, uuid: &str, free_ram_mb: i64) -> String {
+    format!(
+        "INSERT INTO compute_nodes (id, created_at, updated_at, service_id, host, \
+         hypervisor_hostname, uuid, vcpus, memory_mb, local_gb, vcpus_used, memory_mb_used, \
+         local_gb_used, hypervisor_type, hypervisor_version, cpu_info, free_ram_mb, free_disk_gb, \
+         stats, supported_instances, mapped, deleted) VALUES ({id}, UTC_TIMESTAMP() - INTERVAL 1 HOUR, \
+         UTC_TIMESTAMP() - INTERVAL 1 HOUR, {id}, '{host}', '{host}', '{uuid}', 16, 32768, 400, \
+         2, 2048, 20, 'QEMU', 8002000, '{{}}', {free_ram_mb}, 380, \
+         '{{\"num_instances\": \"1\", \"io_workload\": \"0\"}}', '[[\"x86_64\", \"kvm\", \"hvm\"]]', 0, 0)"
+    )
+}
+
+fn instance_sql(uuid: &str, host: &str) -> String {
+    format!(
+        "INSERT INTO instances (created_at, uuid, host, node, deleted, vm_state) VALUES \
+         (UTC_TIMESTAMP() - INTERVAL 1 HOUR, '{uuid}', '{host}', '{host}', 0, 'active')"
+    )
+}
+
+fn uuid(cell: u8, n: u8) -> String {
+    format!("{cell}{cell}{cell}{cell}0000-0000-4000-8000-0000000000{n:02}")
+}
+
+async fn cloud(name: &str, opts: CacheOptions) -> Cloud {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("nova_scheduler=debug")
+        .try_init();
+    let prefix = nova_schema::tagged(&format!("nsrs_t_cache_{name}"));
+    let venv = venv::find();
+    nova_schema::create_from_template(&venv, &prefix, &["cell1", "cell2"])
+        .await
+        .expect("nova schema");
+    let cell1 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
+        .await
+        .unwrap();
+    let cell2 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell2")))
+        .await
+        .unwrap();
+    exec(
+        &cell1,
+        &[
+            service_sql(1, "c1-a"),
+            service_sql(2, "c1-b"),
+            node_sql(1, "c1-a", &uuid(1, 1), 30000),
+            node_sql(2, "c1-b", &uuid(1, 2), 20000),
+            instance_sql("b0000000-0000-4000-8000-000000000001", "c1-a"),
+            instance_sql("b0000000-0000-4000-8000-000000000002", "c1-a"),
+        ],
+    )
+    .await;
+    exec(
+        &cell2,
+        &[
+            service_sql(1, "c2-a"),
+            node_sql(1, "c2-a", &uuid(2, 1), 10000),
+            instance_sql("d0000000-0000-4000-8000-000000000001", "c2-a"),
+        ],
+    )
+    .await;
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api")))
+        .await
+        .unwrap();
+    exec(
+        &api,
+        &[
+            "INSERT INTO aggregates (id, uuid, name) VALUES \
+             (1, 'aaaaaaaa-0000-4000-8000-000000000001', 'az1-hosts')"
+                .to_string(),
+            "INSERT INTO aggregate_hosts (host, aggregate_id) VALUES ('c1-a', 1), ('c2-a', 1)"
+                .to_string(),
+            "INSERT INTO aggregate_metadata (aggregate_id, `key`, value) VALUES \
+             (1, 'availability_zone', 'az1')"
+                .to_string(),
+        ],
+    )
+    .await;
+    let store = Arc::new(
+        HostStateStore::connect(StateOptions::new(
+            nova_schema::sqlx_url(&format!("{prefix}_api")),
+            nova_schema::sqlx_url(&format!("{prefix}_cell0")),
+            resolver(),
+        ))
+        .await
+        .expect("connect"),
+    );
+    let cache = HostStateCache::new(Arc::clone(&store), opts);
+    cache.warm().await;
+    Cloud {
+        prefix,
+        cell1,
+        cell2,
+        store,
+        cache,
+    }
+}
+
+fn no_retention() -> CacheOptions {
+    CacheOptions {
+        retain_consumption: false,
+        ..CacheOptions::default()
+    }
+}
+
+/// `updated` is the only field a request's clock could change; both paths read rows.
+async fn assert_same(c: &Cloud, uuids: Option<&[String]>) -> Vec<HostState> {
+    let live = c.store.host_states(uuids, None).await.expect("live");
+    let cached = c
+        .cache
+        .host_states(uuids, None, Utc::now())
+        .await
+        .expect("cached");
+    assert_eq!(
+        cached, live,
+        "the cache must give what a per-request read gives"
+    );
+    cached
+}
+
+/// Node names, sorted: both paths order by cell uuid, which is random here.
+fn nodenames(states: &[HostState]) -> Vec<&str> {
+    let mut names: Vec<&str> = states.iter().map(|s| s.nodename.as_str()).collect();
+    names.sort();
+    names
+}
+
+fn by_name<'a>(states: &'a [HostState], name: &str) -> &'a HostState {
+    states.iter().find(|s| s.nodename == name).expect(name)
+}
+
+#[tokio::test]
+async fn warm_cache_equals_per_request_reads() {
+    let c = cloud("warm", no_retention()).await;
+    let all = assert_same(&c, None).await;
+    assert_eq!(nodenames(&all), ["c1-a", "c1-b", "c2-a"]);
+    assert_eq!(by_name(&all, "c1-a").instances.len(), 2);
+    assert_eq!(by_name(&all, "c1-a").aggregates.len(), 1);
+    let some = vec![uuid(2, 1), uuid(1, 2), "not-a-node".to_string()];
+    let picked = assert_same(&c, Some(&some)).await;
+    assert_eq!(nodenames(&picked), ["c1-b", "c2-a"]);
+    assert_eq!(c.cache.node_count(), 3);
+    let _ = &c.prefix;
+}
+
+#[tokio::test]
+async fn incremental_refresh_follows_every_kind_of_change() {
+    let c = cloud("incr", no_retention()).await;
+    exec(
+        &c.cell1,
+        &[
+            // A resource tracker update.
+            "UPDATE compute_nodes SET free_ram_mb = 12345, vcpus_used = 9, \
+             updated_at = UTC_TIMESTAMP() WHERE id = 1"
+                .to_string(),
+            // A service disabled by an operator.
+            "UPDATE services SET disabled = 1, disabled_reason = 'maint', \
+             updated_at = UTC_TIMESTAMP() WHERE id = 2"
+                .to_string(),
+            // A new host with a node and an instance.
+            service_sql(3, "c1-new")
+                .replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()"),
+            node_sql(3, "c1-new", &uuid(1, 3), 64000)
+                .replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()"),
+            instance_sql("b0000000-0000-4000-8000-000000000003", "c1-new")
+                .replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()"),
+            // An instance migrated from c1-a to c1-b.
+            "UPDATE instances SET host = 'c1-b', node = 'c1-b', updated_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
+                .to_string(),
+            // An instance soft-deleted the way oslo.db's query soft_delete does it:
+            // updated_at is left alone, only deleted/deleted_at move.
+            "UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000002'"
+                .to_string(),
+        ],
+    )
+    .await;
+    exec(
+        &c.cell2,
+        &[
+            "UPDATE compute_nodes SET deleted = id, deleted_at = UTC_TIMESTAMP() WHERE id = 1"
+                .to_string(),
+        ],
+    )
+    .await;
+    let stats = c.cache.refresh().await;
+    // Only the rows that moved were read, not the cells in full.
+    assert_eq!(stats.nodes, 3, "{stats:?}");
+    assert_eq!(stats.services, 2, "{stats:?}");
+    assert_eq!(stats.instances, 3, "{stats:?}");
+    let all = assert_same(&c, None).await;
+    assert_eq!(nodenames(&all), ["c1-a", "c1-b", "c1-new"]);
+    assert_eq!(by_name(&all, "c1-a").free_ram_mb, 12345);
+    assert!(by_name(&all, "c1-a").instances.is_empty());
+    assert!(by_name(&all, "c1-b").service.disabled);
+    assert_eq!(
+        by_name(&all, "c1-b").instances.iter().collect::<Vec<_>>(),
+        ["b0000000-0000-4000-8000-000000000001"]
+    );
+    assert_eq!(by_name(&all, "c1-new").instances.len(), 1);
+}
+
+#[tokio::test]
+async fn a_node_created_since_the_last_pass_is_read_for_the_request() {
+    let c = cloud("unknown", no_retention()).await;
+    exec(
+        &c.cell2,
+        &[
+            service_sql(2, "c2-late"),
+            node_sql(2, "c2-late", &uuid(2, 2), 5000),
+            instance_sql("d0000000-0000-4000-8000-000000000002", "c2-late"),
+        ],
+    )
+    .await;
+    // Placement already knows the provider; no refresh has run.
+    let wanted = vec![uuid(2, 2), uuid(1, 1)];
+    let states = assert_same(&c, Some(&wanted)).await;
+    assert_eq!(nodenames(&states), ["c1-a", "c2-late"]);
+    assert_eq!(by_name(&states, "c2-late").instances.len(), 1);
+    assert_eq!(c.cache.node_count(), 4);
+}
+
+#[tokio::test]
+async fn our_decisions_are_retained_until_the_compute_node_row_moves() {
+    let c = cloud("retain", CacheOptions::default()).await;
+    let now = Utc::now();
+    let flavor = Consumption {
+        memory_mb: 2048,
+        root_gb: 10,
+        ephemeral_gb: 5,
+        vcpus: 2,
+    };
+    let cell1 = c.store.cells()[0].uuid.clone();
+    c.cache.retain(&cell1, &uuid(1, 2), flavor, now);
+    c.cache.retain(&cell1, &uuid(1, 2), flavor, now);
+    let wanted = vec![uuid(1, 2)];
+    let before = c.store.host_states(Some(&wanted), None).await.unwrap();
+    let seen = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(seen[0].free_ram_mb, before[0].free_ram_mb - 4096);
+    assert_eq!(seen[0].free_disk_mb, before[0].free_disk_mb - 30 * 1024);
+    assert_eq!(seen[0].vcpus_used, before[0].vcpus_used + 4);
+    assert_eq!(seen[0].num_instances, before[0].num_instances + 2);
+    // An unrelated refresh keeps it...
+    c.cache.refresh().await;
+    let seen = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(seen[0].free_ram_mb, before[0].free_ram_mb - 4096);
+    // ...until the compute writes its node after our decision.
+    exec(
+        &c.cell1,
+        &["UPDATE compute_nodes SET free_ram_mb = 15904, \
+           updated_at = UTC_TIMESTAMP() + INTERVAL 2 SECOND WHERE id = 2"
+            .to_string()],
+    )
+    .await;
+    c.cache.refresh().await;
+    let seen = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(seen[0].free_ram_mb, 15904);
+    assert_eq!(seen[0].num_instances, before[0].num_instances);
+}
+
+#[tokio::test]
+async fn instance_info_casts_update_the_cached_instances() {
+    let c = cloud("casts", no_retention()).await;
+    let wanted = vec![uuid(1, 2)];
+    let instances =
+        |states: Vec<HostState>| states[0].instances.iter().cloned().collect::<Vec<String>>();
+    c.cache
+        .update_instance_info("c1-b", &["new-1".into(), "new-2".into()]);
+    let s = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(instances(s), ["new-1", "new-2"]);
+    c.cache.delete_instance_info("c1-b", "new-1");
+    let s = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(instances(s), ["new-2"]);
+    assert!(c.cache.sync_instance_info("c1-b", &["new-2".into()]));
+    assert!(!c.cache.sync_instance_info("c1-b", &["new-3".into()]));
+    let s = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(instances(s), ["new-3"]);
+    // An unknown host changes nothing.
+    c.cache.update_instance_info("nowhere", &["x".into()]);
+    assert!(!c.cache.sync_instance_info("nowhere", &[]));
+}
+
+#[tokio::test]
+async fn a_cell_that_goes_down_keeps_its_cached_states_and_others_refresh() {
+    let c = cloud("down", no_retention()).await;
+    // Point cell2 at a database that does not exist, as if its server vanished.
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{}_api", c.prefix)))
+        .await
+        .unwrap();
+    exec(
+        &api,
+        &[format!(
+            "UPDATE cell_mappings SET database_connection = '{}' WHERE name = 'cell2'",
+            nova_schema::sqla_url(&format!("{}_gone", c.prefix))
+        )],
+    )
+    .await;
+    exec(
+        &c.cell1,
+        &[
+            "UPDATE compute_nodes SET free_ram_mb = 777, updated_at = UTC_TIMESTAMP() WHERE id = 2"
+                .to_string(),
+        ],
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(60), c.cache.reset())
+        .await
+        .expect("reset must not hang on a dead cell");
+    let states = c
+        .cache
+        .host_states(None, None, Utc::now())
+        .await
+        .expect("a dead cell does not fail the request");
+    assert_eq!(nodenames(&states), ["c1-a", "c1-b", "c2-a"]);
+    assert_eq!(by_name(&states, "c1-b").free_ram_mb, 777);
+}
+
+#[tokio::test]
+async fn discover_hosts_maps_unmapped_nodes_once_and_leader_rule() {
+    use nova_scheduler::state::discover::scheduler_leader;
+    let c = cloud("discover", no_retention()).await;
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{}_api", c.prefix)))
+        .await
+        .unwrap();
+    // A host already mapped (by nova-manage, say): left alone, its node not marked.
+    exec(
+        &api,
+        &["INSERT INTO host_mappings (created_at, cell_id, host) SELECT UTC_TIMESTAMP(), id, 'c1-b' \
+           FROM cell_mappings WHERE name = 'cell1'"
+            .to_string()],
+    )
+    .await;
+    let mut found = c.store.discover_hosts().await.expect("discover");
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            ("cell1".to_string(), "c1-a".to_string()),
+            ("cell2".to_string(), "c2-a".to_string())
+        ]
+    );
+    let mapped: Vec<(String, String)> = sqlx::query_as(
+        "SELECT h.host, c.name FROM host_mappings h JOIN cell_mappings c ON c.id = h.cell_id \
+         ORDER BY h.host",
+    )
+    .fetch_all(&api)
+    .await
+    .unwrap();
+    assert_eq!(
+        mapped,
+        [
+            ("c1-a".to_string(), "cell1".to_string()),
+            ("c1-b".to_string(), "cell1".to_string()),
+            ("c2-a".to_string(), "cell2".to_string())
+        ]
+    );
+    let flags: Vec<(i64, i32)> = sqlx::query_as("SELECT id, mapped FROM compute_nodes ORDER BY id")
+        .fetch_all(&c.cell1)
+        .await
+        .unwrap();
+    assert_eq!(flags, [(1, 1), (2, 0)]);
+    assert!(c.store.discover_hosts().await.expect("again").is_empty());
+
+    // The leader is the first live nova-scheduler by host name.
+    let main = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{}_cell0", c.prefix)))
+        .await
+        .unwrap();
+    assert_eq!(scheduler_leader(&main, 60, 10).await.unwrap(), None);
+    exec(
+        &main,
+        &["INSERT INTO services (host, `binary`, topic, report_count, disabled, forced_down, \
+           version, deleted, created_at, updated_at, last_seen_up) VALUES \
+           ('sched-b', 'nova-scheduler', 'scheduler', 1, 0, 0, 74, 0, UTC_TIMESTAMP(), UTC_TIMESTAMP(), UTC_TIMESTAMP()), \
+           ('sched-0', 'nova-scheduler', 'scheduler', 1, 0, 0, 74, 0, '2020-01-01', '2020-01-01', '2020-01-01'), \
+           ('sched-a', 'nova-scheduler', 'scheduler', 1, 0, 0, 74, 0, UTC_TIMESTAMP(), UTC_TIMESTAMP(), UTC_TIMESTAMP())"
+            .to_string()],
+    )
+    .await;
+    assert_eq!(
+        scheduler_leader(&main, 60, 10).await.unwrap().as_deref(),
+        Some("sched-a")
+    );
+}
