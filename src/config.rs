@@ -35,8 +35,8 @@ pub use ini::{RawConfig, RawValue};
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
 pub use scheduler::{FilterSchedulerSection, MetricsSection, SchedulerSection};
 pub use sections::{
-    ComputeSection, DatabaseSection, DefaultSection, NovaNotificationsSection, PlacementSection,
-    UpgradeLevelsSection, WorkaroundsSection,
+    ComputeSection, DatabaseSection, DefaultSection, NovaNotificationsSection, PciSection,
+    PlacementSection, UpgradeLevelsSection, WorkaroundsSection,
 };
 pub use transport_url::{BrokerAddress, TransportUrl};
 
@@ -75,6 +75,8 @@ pub struct Config {
     pub notifications: NovaNotificationsSection,
     /// `[compute]`.
     pub compute: ComputeSection,
+    /// `[pci]`.
+    pub pci: PciSection,
     raw: RawConfig,
 }
 
@@ -271,6 +273,7 @@ impl Config {
             upgrade_levels: UpgradeLevelsSection::read(&raw, &mut errors),
             notifications: NovaNotificationsSection::read(&raw, &mut errors),
             compute: ComputeSection::read(&raw, &mut errors),
+            pci: PciSection::read(&raw, &mut errors),
             default,
             transport,
             oslo_messaging_rabbit,
