@@ -550,7 +550,7 @@ fn evaluate(case: &Value) -> Value {
     };
     let before = host.allocation_candidates.clone();
     let passed = PciPassthroughFilter.filter_host(&mut host, &req);
-    let raised = passed == false
+    let raised = !passed
         && matches!(
             nova_scheduler::filters::pci_passthrough_filter::evaluate(&fresh_host(), &req),
             nova_scheduler::filters::pci_passthrough_filter::PciVerdict::Raises(_)

@@ -107,7 +107,7 @@ pub struct RequestSpec {
     pub pci_requests: Option<Value>,
     /// `retry.hosts` as `(host, hypervisor_hostname)` pairs (legacy RetryFilter);
     /// `None` when the spec has no `retry`.
-    pub retry_hosts: Option<Vec<(Option<String>, Option<String>)>>,
+    pub retry_hosts: Option<Vec<TriedNode>>,
 }
 
 impl RequestSpec {
@@ -180,8 +180,11 @@ impl RequestSpec {
     }
 }
 
+/// `(host, hypervisor_hostname)` of a compute node a request already tried.
+pub type TriedNode = (Option<String>, Option<String>);
+
 /// `SchedulerRetries.hosts` (a `ComputeNodeList`) as `(host, hypervisor_hostname)`.
-fn decode_retry_hosts(value: &Value) -> Result<Vec<(Option<String>, Option<String>)>, DecodeError> {
+fn decode_retry_hosts(value: &Value) -> Result<Vec<TriedNode>, DecodeError> {
     let retry = Fields::new("SchedulerRetries", object_data(value, "SchedulerRetries")?);
     let Some(hosts) = retry.get("hosts") else {
         return Ok(Vec::new());

@@ -30,7 +30,9 @@ pub(crate) fn core_check(host: &HostState, vcpus: i64, ratio: f64) -> (bool, Opt
         }
     }
     let free = limit - host.vcpus_used as f64;
-    (!(free < vcpus as f64), written)
+    // Python's `free < vcpus` is false for NaN, so a NaN limit passes.
+    let short = free.partial_cmp(&(vcpus as f64)) == Some(std::cmp::Ordering::Less);
+    (!short, written)
 }
 
 pub(crate) fn write_limit(host: &mut HostState, key: &str, limit: Option<f64>) {

@@ -26,7 +26,11 @@ pub(crate) fn disk_check(host: &HostState, spec: &RequestSpec, ratio: f64) -> Op
     let limit = total as f64 * ratio;
     let used = (total - host.free_disk_mb) as f64;
     let usable = limit - used;
-    if !(usable >= requested as f64) {
+    // `not usable >= requested`: NaN fails, as in Python.
+    if usable
+        .partial_cmp(&(requested as f64))
+        .is_none_or(|o| o == std::cmp::Ordering::Less)
+    {
         return None;
     }
     Some(limit / 1024.0)

@@ -23,7 +23,11 @@ pub(crate) fn ram_check(host: &HostState, memory_mb: i64, ratio: f64) -> Option<
     let limit = total as f64 * ratio;
     let used = (total - host.free_ram_mb) as f64;
     let usable = limit - used;
-    if !(usable >= memory_mb as f64) {
+    // `not usable >= requested`: NaN fails, as in Python.
+    if usable
+        .partial_cmp(&(memory_mb as f64))
+        .is_none_or(|o| o == std::cmp::Ordering::Less)
+    {
         return None;
     }
     Some(limit)
