@@ -74,6 +74,7 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
             .aggregate_image_properties_isolation_separator
             .clone(),
         metrics_weight_setting: config.metrics.weight_setting.clone(),
+        default_availability_zone: config.default.default_availability_zone.clone(),
     };
     let filters = build_chain(&fs.enabled_filters, &filter_config)
         .map_err(|e| AppError::Config(e.to_string()))?;

@@ -37,8 +37,8 @@ pub use ini::{RawConfig, RawValue};
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
 pub use scheduler::{FilterSchedulerSection, MetricsSection, SchedulerSection};
 pub use sections::{
-    ComputeSection, DatabaseSection, DefaultSection, NovaNotificationsSection, PlacementSection,
-    UpgradeLevelsSection, WorkaroundsSection,
+    ComputeSection, DatabaseSection, DefaultSection, NovaNotificationsSection, PciSection,
+    PlacementSection, UpgradeLevelsSection, WorkaroundsSection,
 };
 pub use transport_url::{BrokerAddress, TransportUrl};
 
@@ -79,6 +79,8 @@ pub struct Config {
     pub compute: ComputeSection,
     /// `[nova_scheduler_rs]`: this daemon's own options (host state cache).
     pub nova_scheduler_rs: HostStateCacheSection,
+    /// `[pci]`.
+    pub pci: PciSection,
     raw: RawConfig,
 }
 
@@ -276,6 +278,7 @@ impl Config {
             notifications: NovaNotificationsSection::read(&raw, &mut errors),
             compute: ComputeSection::read(&raw, &mut errors),
             nova_scheduler_rs: HostStateCacheSection::read(&raw, &mut errors),
+            pci: PciSection::read(&raw, &mut errors),
             default,
             transport,
             oslo_messaging_rabbit,

@@ -21,8 +21,10 @@ pub mod image_properties_filter;
 pub mod io_ops_filter;
 pub mod isolated_hosts_filter;
 pub mod json_filter;
+pub mod legacy;
 pub mod metrics_filter;
 pub mod num_instances_filter;
+pub mod pci_passthrough_filter;
 pub mod pyvalue;
 pub mod registry;
 pub mod same_host_filter;
@@ -55,6 +57,13 @@ pub trait HostFilter: Send + Sync {
     fn name(&self) -> &'static str;
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool;
+
+    /// nova's `host_passes` with its side effects on the host state: candidate
+    /// filters prune `allocation_candidates`, the legacy resource filters record
+    /// `limits`. The chain calls this; by default it has no side effect.
+    fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
+        self.host_passes(host, req)
+    }
 
     /// `RUN_ON_REBUILD`: when false, a rebuild request passes every host untested.
     fn run_on_rebuild(&self) -> bool {

@@ -8,6 +8,7 @@
 //! - [`filters`]: one nova host filter per file behind the `HostFilter` trait, plus the chain.
 //! - [`weighers`]: one nova weigher per file behind the `HostWeigher` trait, plus nova's
 //!   normalization and the weight handler.
+//! - [`pci`]: PCI device pools, PCI requests and `[pci] alias`, as nova's `pci/` package.
 //! - [`scheduler`]: filter → weigh → pick → consume, per instance, with alternates.
 //!
 //! The edges do the I/O and map it to and from the model:
@@ -25,6 +26,7 @@ pub mod config;
 pub mod filters;
 pub mod manager;
 pub mod model;
+pub mod pci;
 pub mod placement;
 pub mod rpc;
 pub mod scheduler;

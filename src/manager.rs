@@ -422,13 +422,24 @@ fn to_selection(
         cell_uuid: host.cell_uuid.clone(),
         limits: SchedulerLimits {
             numa_topology: host.limits.get("numa_topology").cloned(),
-            ..Default::default()
+            // Written by the legacy Core/Ram/Disk filters; SchedulerLimits holds ints.
+            vcpu: legacy_limit(host, "vcpu"),
+            memory_mb: legacy_limit(host, "memory_mb"),
+            disk_gb: legacy_limit(host, "disk_gb"),
         },
         allocation_request: allocation_request.map(pyjson::dumps),
         allocation_request_version: allocation_request
             .map(|_| ALLOCATION_REQUEST_VERSION.to_string()),
         availability_zone: Some(host.availability_zone(default_az)),
     }
+}
+
+/// `SchedulerLimits.from_dict`: the float limit truncated by the IntegerField.
+fn legacy_limit(host: &HostState, key: &str) -> Option<i64> {
+    host.limits
+        .get(key)
+        .and_then(serde_json::Value::as_f64)
+        .map(|f| f.trunc() as i64)
 }
 
 fn no_valid_host(reason: String) -> RemoteError {

@@ -105,7 +105,7 @@ impl Scheduler {
     /// then move a random pick among the best `host_subset_size` to the front.
     pub fn sorted_hosts<R: Rng + ?Sized>(
         &self,
-        hosts: &[HostState],
+        hosts: &mut [HostState],
         candidates: &[usize],
         spec: &RequestSpec,
         index: usize,
@@ -138,7 +138,7 @@ impl Scheduler {
     /// the request is a rebuild check).
     fn narrow_and_filter(
         &self,
-        hosts: &[HostState],
+        hosts: &mut [HostState],
         candidates: &[usize],
         spec: &RequestSpec,
         index: usize,
@@ -183,7 +183,7 @@ impl Scheduler {
             index,
             is_rebuild: spec.is_rebuild(),
         };
-        self.filters.run(hosts, &current, &req).0
+        self.filters.run_mut(hosts, &current, &req).0
     }
 
     /// nova's `_schedule`: per instance, sort the previous instance's hosts, claim
@@ -227,7 +227,8 @@ impl Scheduler {
             if let Some(u) = &uuid {
                 req.spec.instance_uuid = Some(u.clone());
             }
-            candidates = self.sorted_hosts(&hosts, &candidates, &req.spec, num, req.now, rng)?;
+            candidates =
+                self.sorted_hosts(&mut hosts, &candidates, &req.spec, num, req.now, rng)?;
             if candidates.is_empty() {
                 break;
             }
@@ -275,7 +276,7 @@ impl Scheduler {
         }
         if last_index > 0 && num_alts > 0 {
             candidates =
-                self.sorted_hosts(&hosts, &candidates, &req.spec, last_index, req.now, rng)?;
+                self.sorted_hosts(&mut hosts, &candidates, &req.spec, last_index, req.now, rng)?;
         }
         let destinations = self.with_alternates(&hosts, &candidates, selected, num_alts, claiming);
         Ok(ScheduleOutcome {
@@ -317,7 +318,14 @@ impl Scheduler {
         now: DateTime<Utc>,
     ) {
         let f = &spec.flavor;
+        let updated_before = host.updated;
         host.consume(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus, now);
+        // nova applies the PCI requests between `num_instances` and `num_io_ops`; when
+        // that raises it swallows the error and skips the rest of the consume.
+        if !crate::pci::consume_from_request(host, spec) {
+            host.num_io_ops -= 1;
+            host.updated = updated_before;
+        }
         if let Some(group) = spec.instance_group.as_mut() {
             group.hosts.push(host.host.clone());
             if let Some(uuid) = instance_uuid {

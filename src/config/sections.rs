@@ -385,6 +385,24 @@ pub struct ComputeSection {
     pub packing_host_numa_cells_allocation_strategy: bool,
 }
 
+/// `[pci]` options the scheduler reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PciSection {
+    /// `[pci] alias` (multi-valued, one JSON object per entry; old name
+    /// `[DEFAULT] pci_alias`). See `crate::pci::parse_aliases`.
+    pub alias: Vec<String>,
+}
+
+impl PciSection {
+    pub(crate) fn read(raw: &RawConfig, errors: &mut Vec<ConfigError>) -> Self {
+        let mut r = Reader::new(raw, "pci", errors);
+        r.alias("alias", "DEFAULT", "pci_alias");
+        PciSection {
+            alias: r.multi("alias", &[]),
+        }
+    }
+}
+
 impl WorkaroundsSection {
     pub(crate) fn read(raw: &RawConfig, errors: &mut Vec<ConfigError>) -> Self {
         let mut r = Reader::new(raw, "workarounds", errors);

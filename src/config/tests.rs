@@ -526,3 +526,17 @@ fn sample_config_parses() {
     assert_eq!(c.scheduler.max_attempts, 3);
     assert!(c.raw().groups().contains(&"filter_scheduler".to_string()));
 }
+
+#[test]
+fn pci_alias_is_multi_valued_with_its_old_name() {
+    let c = from_ini_str(
+        "[pci]\nalias = {\"name\": \"a\", \"vendor_id\": \"8086\", \"product_id\": \"0001\"}\n\
+         alias = {\"name\": \"b\", \"vendor_id\": \"8086\", \"product_id\": \"0002\"}\n",
+    )
+    .unwrap();
+    assert_eq!(c.pci.alias.len(), 2);
+    assert!(c.pci.alias[1].contains("\"b\""));
+    let old = from_ini_str("[DEFAULT]\npci_alias = {\"name\": \"x\"}\n").unwrap();
+    assert_eq!(old.pci.alias, vec!["{\"name\": \"x\"}"]);
+    assert!(from_ini_str("").unwrap().pci.alias.is_empty());
+}

@@ -42,6 +42,30 @@ impl FilterChain {
         candidates: &[usize],
         req: &FilterRequest<'_>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
+        self.run_with(candidates, req, |filter, i| {
+            filter.host_passes(&hosts[i], req)
+        })
+    }
+
+    /// As [`run`](Self::run), letting the filters write to the hosts as nova's do
+    /// (pruned allocation candidates, limits); the scheduler runs this one.
+    pub fn run_mut(
+        &self,
+        hosts: &mut [HostState],
+        candidates: &[usize],
+        req: &FilterRequest<'_>,
+    ) -> (Vec<usize>, Vec<FilterStep>) {
+        self.run_with(candidates, req, |filter, i| {
+            filter.filter_host(&mut hosts[i], req)
+        })
+    }
+
+    fn run_with(
+        &self,
+        candidates: &[usize],
+        req: &FilterRequest<'_>,
+        mut passes: impl FnMut(&dyn HostFilter, usize) -> bool,
+    ) -> (Vec<usize>, Vec<FilterStep>) {
         let mut current = candidates.to_vec();
         let mut history = Vec::new();
         debug!(
@@ -55,7 +79,7 @@ impl FilterChain {
             }
             let start = current.len();
             if !(req.is_rebuild && !filter.run_on_rebuild()) {
-                current.retain(|&i| filter.host_passes(&hosts[i], req));
+                current.retain(|&i| passes(filter.as_ref(), i));
             }
             history.push(FilterStep {
                 filter: filter.name(),

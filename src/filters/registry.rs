@@ -17,8 +17,19 @@ use super::image_properties_filter::ImagePropertiesFilter;
 use super::io_ops_filter::IoOpsFilter;
 use super::isolated_hosts_filter::IsolatedHostsFilter;
 use super::json_filter::JsonFilter;
+use super::legacy::aggregate_core_filter::AggregateCoreFilter;
+use super::legacy::aggregate_disk_filter::AggregateDiskFilter;
+use super::legacy::aggregate_ram_filter::AggregateRamFilter;
+use super::legacy::availability_zone_filter::AvailabilityZoneFilter;
+use super::legacy::core_filter::CoreFilter;
+use super::legacy::disk_filter::DiskFilter;
+use super::legacy::group_affinity_filter::GroupAffinityFilter;
+use super::legacy::group_anti_affinity_filter::GroupAntiAffinityFilter;
+use super::legacy::ram_filter::RamFilter;
+use super::legacy::retry_filter::RetryFilter;
 use super::metrics_filter::MetricsFilter;
 use super::num_instances_filter::NumInstancesFilter;
+use super::pci_passthrough_filter::PciPassthroughFilter;
 use super::same_host_filter::SameHostFilter;
 use super::server_group_affinity_filter::ServerGroupAffinityFilter;
 use super::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
@@ -48,6 +59,9 @@ pub struct FilterConfig {
     pub aggregate_image_properties_isolation_separator: String,
     /// `[metrics] weight_setting` ([]), read by MetricsFilter.
     pub metrics_weight_setting: Vec<String>,
+    /// `[DEFAULT] default_availability_zone` ("nova"), read by the legacy
+    /// AvailabilityZoneFilter.
+    pub default_availability_zone: String,
 }
 
 impl Default for FilterConfig {
@@ -64,6 +78,7 @@ impl Default for FilterConfig {
             aggregate_image_properties_isolation_namespace: None,
             aggregate_image_properties_isolation_separator: ".".to_string(),
             metrics_weight_setting: Vec::new(),
+            default_availability_zone: "nova".to_string(),
         }
     }
 }
@@ -135,6 +150,9 @@ const REGISTRY: &[(&str, Factory)] = &[
             max_instances_per_host: c.max_instances_per_host,
         })
     }),
+    (PciPassthroughFilter::NAME, |_| {
+        Box::new(PciPassthroughFilter)
+    }),
     (SameHostFilter::NAME, |_| Box::new(SameHostFilter)),
     (ServerGroupAffinityFilter::NAME, |_| {
         Box::new(ServerGroupAffinityFilter)
@@ -147,22 +165,73 @@ const REGISTRY: &[(&str, Factory)] = &[
     }),
 ];
 
+/// Filters nova removed (see `super::legacy`), never enabled by default; found by
+/// class name or by their old dotted path.
+const LEGACY: &[(&str, &str, Factory)] = &[
+    (AggregateCoreFilter::NAME, AggregateCoreFilter::PATH, |_| {
+        Box::new(AggregateCoreFilter)
+    }),
+    (AggregateDiskFilter::NAME, AggregateDiskFilter::PATH, |_| {
+        Box::new(AggregateDiskFilter)
+    }),
+    (AggregateRamFilter::NAME, AggregateRamFilter::PATH, |_| {
+        Box::new(AggregateRamFilter)
+    }),
+    (
+        AvailabilityZoneFilter::NAME,
+        AvailabilityZoneFilter::PATH,
+        |c| {
+            Box::new(AvailabilityZoneFilter {
+                default_availability_zone: c.default_availability_zone.clone(),
+            })
+        },
+    ),
+    (CoreFilter::NAME, CoreFilter::PATH, |_| Box::new(CoreFilter)),
+    (DiskFilter::NAME, DiskFilter::PATH, |_| Box::new(DiskFilter)),
+    (GroupAffinityFilter::NAME, GroupAffinityFilter::PATH, |_| {
+        Box::new(GroupAffinityFilter)
+    }),
+    (
+        GroupAntiAffinityFilter::NAME,
+        GroupAntiAffinityFilter::PATH,
+        |_| Box::new(GroupAntiAffinityFilter),
+    ),
+    (RamFilter::NAME, RamFilter::PATH, |_| Box::new(RamFilter)),
+    (RetryFilter::NAME, RetryFilter::PATH, |_| {
+        Box::new(RetryFilter)
+    }),
+];
+
+/// Removed nova filters this daemon cannot offer, with the reason startup gives.
+const UNAVAILABLE: &[(&str, &str)] = &[
+    (
+        "TrustedFilter",
+        "TrustedFilter (removed in nova 17.0.0 Queens) asked an OpenAttestation server for each host's trust level; that service and its API are gone, so no decision can be made",
+    ),
+    (
+        "TypeAffinityFilter",
+        "TypeAffinityFilter (removed in nova 17.0.0 Queens) needs the flavor of every instance on each host, which this scheduler does not load",
+    ),
+];
+
 /// nova's filters that this daemon does not provide yet. Naming one in
 /// `enabled_filters` stops startup with this explanation instead of silently
 /// deciding differently from nova.
-const NOT_YET: &[&str] = &["NUMATopologyFilter", "PciPassthroughFilter"];
+const NOT_YET: &[&str] = &["NUMATopologyFilter"];
 
 /// Every `enabled_filters` entry that could not be resolved, reported at once.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", describe(.unknown, .not_implemented))]
+#[error("{}", describe(.unknown, .not_implemented, .unavailable))]
 pub struct UnknownFilters {
     /// Names nova itself would reject (`SchedulerHostFilterNotFound`).
     pub unknown: Vec<String>,
     /// nova filters this daemon does not implement yet.
     pub not_implemented: Vec<String>,
+    /// Removed nova filters that cannot be offered, each with the reason.
+    pub unavailable: Vec<String>,
 }
 
-fn describe(unknown: &[String], not_implemented: &[String]) -> String {
+fn describe(unknown: &[String], not_implemented: &[String], unavailable: &[String]) -> String {
     let mut parts = Vec::new();
     if !unknown.is_empty() {
         parts.push(format!(
@@ -176,6 +245,7 @@ fn describe(unknown: &[String], not_implemented: &[String]) -> String {
             not_implemented.join(", ")
         ));
     }
+    parts.extend(unavailable.iter().cloned());
     parts.join("; ")
 }
 
@@ -193,16 +263,31 @@ pub fn build_chain(
     let mut errors = UnknownFilters {
         unknown: Vec::new(),
         not_implemented: Vec::new(),
+        unavailable: Vec::new(),
     };
     for entry in enabled {
         let name = class_name(entry);
+        let legacy = LEGACY
+            .iter()
+            .find(|(n, path, _)| *n == name && (!entry.contains('.') || *path == entry.trim()));
+        let unavailable = UNAVAILABLE.iter().find(|(n, _)| *n == name);
         match REGISTRY.iter().find(|(n, _)| *n == name) {
             Some((_, factory)) => filters.push(factory(config)),
+            None if legacy.is_some() => filters.push(legacy.map_or_else(
+                || unreachable!("checked above"),
+                |(_, _, factory)| factory(config),
+            )),
+            None if unavailable.is_some() => errors
+                .unavailable
+                .extend(unavailable.map(|(_, why)| why.to_string())),
             None if NOT_YET.contains(&name) => errors.not_implemented.push(name.to_string()),
             None => errors.unknown.push(entry.trim().to_string()),
         }
     }
-    if errors.unknown.is_empty() && errors.not_implemented.is_empty() {
+    if errors.unknown.is_empty()
+        && errors.not_implemented.is_empty()
+        && errors.unavailable.is_empty()
+    {
         Ok(FilterChain::new(filters))
     } else {
         Err(errors)
@@ -239,6 +324,58 @@ mod tests {
         )
         .expect("chain");
         assert_eq!(chain.names(), vec!["ComputeFilter", "AllHostsFilter"]);
+    }
+
+    #[test]
+    fn legacy_filters_by_name_and_old_path_and_never_by_default() {
+        let chain = build_chain(
+            &[
+                "nova.scheduler.filters.ram_filter.RamFilter".into(),
+                "nova.scheduler.filters.core_filter.CoreFilter".into(),
+                "nova.scheduler.filters.core_filter.AggregateCoreFilter".into(),
+                "DiskFilter".into(),
+                "RetryFilter".into(),
+                "nova.scheduler.filters.availability_zone_filter.AvailabilityZoneFilter".into(),
+                "GroupAntiAffinityFilter".into(),
+            ],
+            &FilterConfig::default(),
+        )
+        .expect("legacy chain");
+        assert_eq!(
+            chain.names(),
+            vec![
+                "RamFilter",
+                "CoreFilter",
+                "AggregateCoreFilter",
+                "DiskFilter",
+                "RetryFilter",
+                "AvailabilityZoneFilter",
+                "GroupAntiAffinityFilter"
+            ]
+        );
+        // A dotted path must be the old one (the class lived in core_filter, not ram_filter).
+        let err = build_chain(
+            &["nova.scheduler.filters.ram_filter.CoreFilter".into()],
+            &FilterConfig::default(),
+        )
+        .expect_err("wrong module");
+        assert_eq!(
+            err.unknown,
+            vec!["nova.scheduler.filters.ram_filter.CoreFilter"]
+        );
+        for (name, _, _) in LEGACY {
+            assert!(
+                !crate::config::scheduler::DEFAULT_ENABLED_FILTERS.contains(name),
+                "{name} is on by default"
+            );
+        }
+        let err = build_chain(
+            &["TrustedFilter".into(), "TypeAffinityFilter".into()],
+            &FilterConfig::default(),
+        )
+        .expect_err("unavailable");
+        assert_eq!(err.unavailable.len(), 2);
+        assert!(err.to_string().contains("OpenAttestation"));
     }
 
     #[test]

@@ -78,6 +78,9 @@ pub struct HostState {
     pub supported_instances: Vec<Vec<String>>,
     pub numa_topology: Option<Value>,
     pub pci_stats: Option<Value>,
+    /// `pci_stats` parsed once into nova's pools (see `crate::pci::host_pools`); the
+    /// per-request consume works on this copy.
+    pub pci: Option<Arc<crate::pci::PciStats>>,
     pub metrics: Option<Value>,
     pub aggregates: Vec<Arc<Aggregate>>,
     /// Uuids of the instances on this host (only keys matter to in-tree filters).

@@ -105,6 +105,9 @@ pub struct RequestSpec {
     pub request_level_params: RequestLevelParams,
     pub numa_topology: Option<Value>,
     pub pci_requests: Option<Value>,
+    /// `retry.hosts` as `(host, hypervisor_hostname)` pairs (legacy RetryFilter);
+    /// `None` when the spec has no `retry`.
+    pub retry_hosts: Option<Vec<TriedNode>>,
 }
 
 impl RequestSpec {
@@ -161,6 +164,7 @@ impl RequestSpec {
                 .unwrap_or_default(),
             numa_topology: f.get("numa_topology").cloned(),
             pci_requests: f.get("pci_requests").cloned(),
+            retry_hosts: f.get("retry").map(decode_retry_hosts).transpose()?,
         })
     }
 
@@ -174,6 +178,65 @@ impl RequestSpec {
         self.hint("_nova_check_type")
             .is_some_and(|v| v.len() == 1 && v[0] == "rebuild")
     }
+}
+
+/// `(host, hypervisor_hostname)` of a compute node a request already tried.
+pub type TriedNode = (Option<String>, Option<String>);
+
+/// `SchedulerRetries.hosts` (a `ComputeNodeList`) as `(host, hypervisor_hostname)`.
+fn decode_retry_hosts(value: &Value) -> Result<Vec<TriedNode>, DecodeError> {
+    let retry = Fields::new("SchedulerRetries", object_data(value, "SchedulerRetries")?);
+    let Some(hosts) = retry.get("hosts") else {
+        return Ok(Vec::new());
+    };
+    let list = object_data(hosts, "ComputeNodeList")?;
+    let nodes = match list.get("objects") {
+        Some(Value::Array(nodes)) => nodes,
+        _ => return Ok(Vec::new()),
+    };
+    nodes
+        .iter()
+        .map(|n| {
+            let f = Fields::new("ComputeNode", object_data(n, "ComputeNode")?);
+            Ok((f.str("host")?, f.str("hypervisor_hostname")?))
+        })
+        .collect()
+}
+
+/// Most scheduler hints one request may carry. Hints are tenant input; nova-api
+/// accepts request bodies up to `[oslo_middleware] max_request_body_size` (112 KiB),
+/// so these bounds are far above anything nova-api lets through.
+pub const MAX_HINTS: usize = 1024;
+/// Most values over all hints of one request.
+pub const MAX_HINT_VALUES: usize = 16 * 1024;
+/// Most bytes over all hint names and values of one request.
+pub const MAX_HINT_BYTES: usize = 1024 * 1024;
+
+/// Refuses hints beyond [`MAX_HINTS`] / [`MAX_HINT_VALUES`] / [`MAX_HINT_BYTES`]: the
+/// request is answered with a decode error instead of being scheduled.
+pub fn check_hint_bounds(hints: &BTreeMap<String, Vec<String>>) -> Result<(), DecodeError> {
+    if hints.len() > MAX_HINTS {
+        return Err(DecodeError::new(format!(
+            "scheduler_hints: {} hints, more than the {MAX_HINTS} accepted",
+            hints.len()
+        )));
+    }
+    let values: usize = hints.values().map(Vec::len).sum();
+    if values > MAX_HINT_VALUES {
+        return Err(DecodeError::new(format!(
+            "scheduler_hints: {values} values, more than the {MAX_HINT_VALUES} accepted"
+        )));
+    }
+    let bytes: usize = hints
+        .iter()
+        .map(|(k, v)| k.len() + v.iter().map(String::len).sum::<usize>())
+        .sum();
+    if bytes > MAX_HINT_BYTES {
+        return Err(DecodeError::new(format!(
+            "scheduler_hints: {bytes} bytes, more than the {MAX_HINT_BYTES} accepted"
+        )));
+    }
+    Ok(())
 }
 
 fn decode_hints(
@@ -192,6 +255,7 @@ fn decode_hints(
         };
         hints.insert(key.clone(), items);
     }
+    check_hint_bounds(&hints)?;
     Ok(Some(hints))
 }
 
@@ -472,6 +536,30 @@ mod tests {
             .unwrap_err()
             .0
             .contains("flavor"));
+    }
+
+    #[test]
+    fn hostile_hints_are_refused_not_scheduled() {
+        let spec_with = |hints: Value| {
+            serde_json::json!({"nova_object.name": "RequestSpec", "nova_object.namespace": "nova",
+                "nova_object.version": "1.15", "nova_object.data": {"scheduler_hints": hints,
+                "flavor": {"nova_object.name": "Flavor", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.2", "nova_object.data": {"memory_mb": 1, "vcpus": 1}}}})
+        };
+        let many: serde_json::Map<String, Value> = (0..=MAX_HINTS)
+            .map(|i| (format!("h{i}"), Value::from("x")))
+            .collect();
+        let err = RequestSpec::from_primitive(&spec_with(Value::Object(many))).unwrap_err();
+        assert!(err.0.contains("hints"), "{err}");
+        let long = serde_json::json!({"query": ["x".repeat(MAX_HINT_BYTES + 1)]});
+        assert!(RequestSpec::from_primitive(&spec_with(long)).is_err());
+        let values = serde_json::json!({"same_host": vec!["u"; MAX_HINT_VALUES + 1]});
+        assert!(RequestSpec::from_primitive(&spec_with(values)).is_err());
+        // Deep nesting never reaches us: serde_json stops at 128 levels with an error.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(serde_json::from_str::<Value>(&deep).is_err());
+        let fine = serde_json::json!({"query": ["[\"=\", 1, 1]"], "group": "g"});
+        assert!(RequestSpec::from_primitive(&spec_with(fine)).is_ok());
     }
 
     #[test]

@@ -82,6 +82,9 @@ impl RequestSpec {
                 ))
             }
         };
+        if let Some(hints) = &spec.scheduler_hints {
+            super::request_spec::check_hint_bounds(hints)?;
+        }
         spec.requested_destination = fp
             .get("requested_destination")
             .filter(|v| !v.is_null())

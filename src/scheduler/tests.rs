@@ -333,3 +333,77 @@ async fn empty_instance_uuids_place_nothing() {
     );
     assert!(claims.claims.is_empty());
 }
+
+fn pci_host(name: &str, free_ram_mb: i64, devices: i64) -> HostState {
+    let mut h = host(name, "c1", free_ram_mb);
+    h.pci_stats = Some(
+        json!([{"vendor_id": "8086", "product_id": "1520", "count": devices,
+                               "dev_type": "type-VF", "physical_network": "net1"}]),
+    );
+    h.pci = Some(Arc::new(crate::pci::PciStats::from_raw(
+        h.pci_stats.as_ref(),
+    )));
+    h
+}
+
+fn pci_request(uuids: &[&str]) -> ScheduleRequest {
+    let mut req = request(uuids);
+    req.spec.pci_requests = Some(json!({"nova_object.name": "InstancePCIRequests",
+        "nova_object.namespace": "nova", "nova_object.version": "1.1",
+        "nova_object.data": {"requests": [{"nova_object.name": "InstancePCIRequest",
+            "nova_object.namespace": "nova", "nova_object.version": "1.4",
+            "nova_object.data": {"count": 1, "spec": [{"vendor_id": "8086", "physical_network": "NET1"}],
+                                 "alias_name": null, "request_id": "port-1"}}]}}));
+    req
+}
+
+#[tokio::test]
+async fn pci_devices_are_consumed_by_later_instances_of_the_request() {
+    let mut s = scheduler(1);
+    s.filters = build_chain(
+        &["ComputeFilter".into(), "PciPassthroughFilter".into()],
+        &FilterConfig::default(),
+    )
+    .expect("filters");
+    let hosts = || vec![pci_host("h1", 32768, 2), pci_host("h2", 65536, 1)];
+    // h2 wins on RAM but has one device; once it is taken, h1 serves the others.
+    let out = run(
+        &s,
+        hosts(),
+        pci_request(&["i1", "i2", "i3"]),
+        &mut FakeClaims::default(),
+    )
+    .await
+    .expect("placed");
+    let firsts: Vec<String> = names(&out).iter().map(|d| d[0].clone()).collect();
+    assert_eq!(firsts, vec!["h2", "h1", "h1"]);
+    assert!(out
+        .hosts
+        .iter()
+        .all(|h| h.pci.as_ref().is_some_and(|p| p.pools.is_empty())));
+    assert_eq!(out.hosts[0].num_io_ops, 2);
+    // A fourth device does not exist: NoValidHost, every claim released.
+    let mut claims = FakeClaims::default();
+    let err = run(
+        &s,
+        hosts(),
+        pci_request(&["i1", "i2", "i3", "i4"]),
+        &mut claims,
+    )
+    .await
+    .expect_err("no fourth device");
+    assert!(matches!(err, ScheduleError::NoValidHost { .. }));
+    assert!(claims.claims.is_empty());
+}
+
+#[test]
+fn failed_pci_consume_skips_io_ops_and_updated_as_nova_does() {
+    let s = scheduler(1);
+    let mut h = pci_host("h1", 32768, 0);
+    let mut spec = pci_request(&["i1"]).spec;
+    let now = Utc::now();
+    s.consume(&mut h, &mut spec, Some("i1"), now);
+    // RAM and the instance count were taken before the PCI step raised.
+    assert_eq!((h.free_ram_mb, h.num_instances), (32768 - 4096, 1));
+    assert_eq!((h.num_io_ops, h.updated), (0, None));
+}

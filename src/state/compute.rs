@@ -157,6 +157,9 @@ fn update_from_compute_node(
         .pci_stats
         .as_deref()
         .and_then(|s| parse_json(s, "pci_stats"));
+    state.pci = Some(std::sync::Arc::new(crate::pci::PciStats::from_raw(
+        state.pci_stats.as_ref(),
+    )));
     state.host_ip = node.host_ip;
     state.hypervisor_type = node.hypervisor_type;
     state.hypervisor_version = node.hypervisor_version;

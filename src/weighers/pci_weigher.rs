@@ -44,7 +44,11 @@ impl HostWeigher for PCIWeigher {
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
-        let free = free_pci_devices(host.pci_stats.as_ref());
+        // The parsed pools, when loaded, include this request's earlier consumption.
+        let free = match &host.pci {
+            Some(stats) => stats.free_devices(),
+            None => free_pci_devices(host.pci_stats.as_ref()),
+        };
         Ok((MAX_DEVS - free.min(MAX_DEVS - 1)) as f64)
     }
 
