@@ -23,6 +23,7 @@ pub mod isolated_hosts_filter;
 pub mod json_filter;
 pub mod metrics_filter;
 pub mod num_instances_filter;
+pub mod numa_topology_filter;
 pub mod pyvalue;
 pub mod registry;
 pub mod same_host_filter;
@@ -55,6 +56,12 @@ pub trait HostFilter: Send + Sync {
     fn name(&self) -> &'static str;
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool;
+
+    /// What the chain calls. nova's candidate filters (`CandidateFilterMixin`) also
+    /// write to the host: the allocation candidates that survive and `limits`.
+    fn host_passes_mut(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
+        self.host_passes(host, req)
+    }
 
     /// `RUN_ON_REBUILD`: when false, a rebuild request passes every host untested.
     fn run_on_rebuild(&self) -> bool {

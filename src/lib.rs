@@ -25,6 +25,7 @@ pub mod config;
 pub mod filters;
 pub mod manager;
 pub mod model;
+pub mod numa;
 pub mod placement;
 pub mod rpc;
 pub mod scheduler;

@@ -16,7 +16,7 @@ use rand::Rng;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// Why scheduling stopped.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -69,6 +69,9 @@ pub struct Scheduler {
     pub shuffle_best_same_weighed_hosts: bool,
     /// `[scheduler] max_attempts`: alternates per instance = max_attempts − 1.
     pub max_attempts: usize,
+    /// `[compute] packing_host_numa_cells_allocation_strategy`, used by the NUMA fit
+    /// of virtual consumption.
+    pub packing_host_numa_cells_allocation_strategy: bool,
 }
 
 /// One request to place `instance_uuids` (or `spec.num_instances` on the legacy path).
@@ -105,7 +108,7 @@ impl Scheduler {
     /// then move a random pick among the best `host_subset_size` to the front.
     pub fn sorted_hosts<R: Rng + ?Sized>(
         &self,
-        hosts: &[HostState],
+        hosts: &mut [HostState],
         candidates: &[usize],
         spec: &RequestSpec,
         index: usize,
@@ -116,6 +119,7 @@ impl Scheduler {
         if filtered.is_empty() {
             return Ok(Vec::new());
         }
+        let hosts: &[HostState] = hosts;
         let weighed = self.weighers.weigh(hosts, &filtered, spec)?;
         let mut order: Vec<usize> = weighed.iter().map(|w| w.index).collect();
         if self.shuffle_best_same_weighed_hosts {
@@ -138,7 +142,7 @@ impl Scheduler {
     /// the request is a rebuild check).
     fn narrow_and_filter(
         &self,
-        hosts: &[HostState],
+        hosts: &mut [HostState],
         candidates: &[usize],
         spec: &RequestSpec,
         index: usize,
@@ -227,7 +231,8 @@ impl Scheduler {
             if let Some(u) = &uuid {
                 req.spec.instance_uuid = Some(u.clone());
             }
-            candidates = self.sorted_hosts(&hosts, &candidates, &req.spec, num, req.now, rng)?;
+            candidates =
+                self.sorted_hosts(&mut hosts, &candidates, &req.spec, num, req.now, rng)?;
             if candidates.is_empty() {
                 break;
             }
@@ -275,7 +280,7 @@ impl Scheduler {
         }
         if last_index > 0 && num_alts > 0 {
             candidates =
-                self.sorted_hosts(&hosts, &candidates, &req.spec, last_index, req.now, rng)?;
+                self.sorted_hosts(&mut hosts, &candidates, &req.spec, last_index, req.now, rng)?;
         }
         let destinations = self.with_alternates(&hosts, &candidates, selected, num_alts, claiming);
         Ok(ScheduleOutcome {
@@ -317,7 +322,15 @@ impl Scheduler {
         now: DateTime<Utc>,
     ) {
         let f = &spec.flavor;
-        host.consume(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus, now);
+        host.consume_resources(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus);
+        match host.consume_numa(
+            &mut spec.numa_topology,
+            self.packing_host_numa_cells_allocation_strategy,
+        ) {
+            Ok(()) => host.finish_consume(now),
+            // nova logs and swallows the exception; the remaining steps are skipped.
+            Err(e) => warn!(host = %host.host, error = %e, "Selected host: could not consume NUMA resources"),
+        }
         if let Some(group) = spec.instance_group.as_mut() {
             group.hosts.push(host.host.clone());
             if let Some(uuid) = instance_uuid {

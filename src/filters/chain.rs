@@ -38,7 +38,7 @@ impl FilterChain {
     /// survivors and the history of the filters that ran.
     pub fn run(
         &self,
-        hosts: &[HostState],
+        hosts: &mut [HostState],
         candidates: &[usize],
         req: &FilterRequest<'_>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
@@ -55,7 +55,7 @@ impl FilterChain {
             }
             let start = current.len();
             if !(req.is_rebuild && !filter.run_on_rebuild()) {
-                current.retain(|&i| filter.host_passes(&hosts[i], req));
+                current.retain(|&i| filter.host_passes_mut(&mut hosts[i], req));
             }
             history.push(FilterStep {
                 filter: filter.name(),
@@ -135,7 +135,7 @@ mod tests {
             index: 0,
             is_rebuild: false,
         };
-        let (kept, history) = chain.run(&hosts(), &[0, 1, 2], &req);
+        let (kept, history) = chain.run(&mut hosts(), &[0, 1, 2], &req);
         assert_eq!(kept, vec![0, 2]);
         assert_eq!(
             history,
@@ -157,7 +157,7 @@ mod tests {
             Box::new(NameIs("DropAll", "c", false)),
             Box::new(NameIs("Never", "x", false)),
         ]);
-        let (kept, history) = rejecting.run(&hosts(), &[0, 2], &req);
+        let (kept, history) = rejecting.run(&mut hosts(), &[0, 2], &req);
         assert!(kept.is_empty());
         assert_eq!(history.len(), 2, "filters after an empty result do not run");
     }
@@ -172,14 +172,14 @@ mod tests {
             index: 1,
             is_rebuild: false,
         };
-        assert_eq!(chain.run(&hosts(), &[0, 1], &second).0, vec![0, 1]);
+        assert_eq!(chain.run(&mut hosts(), &[0, 1], &second).0, vec![0, 1]);
         let rebuild = FilterRequest {
             spec: &spec,
             now: Utc::now(),
             index: 0,
             is_rebuild: true,
         };
-        let (kept, history) = chain.run(&hosts(), &[0, 1], &rebuild);
+        let (kept, history) = chain.run(&mut hosts(), &[0, 1], &rebuild);
         assert_eq!(
             kept,
             vec![0, 1],

@@ -19,6 +19,7 @@ use super::isolated_hosts_filter::IsolatedHostsFilter;
 use super::json_filter::JsonFilter;
 use super::metrics_filter::MetricsFilter;
 use super::num_instances_filter::NumInstancesFilter;
+use super::numa_topology_filter::NUMATopologyFilter;
 use super::same_host_filter::SameHostFilter;
 use super::server_group_affinity_filter::ServerGroupAffinityFilter;
 use super::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
@@ -48,6 +49,9 @@ pub struct FilterConfig {
     pub aggregate_image_properties_isolation_separator: String,
     /// `[metrics] weight_setting` ([]), read by MetricsFilter.
     pub metrics_weight_setting: Vec<String>,
+    /// `[compute] packing_host_numa_cells_allocation_strategy` (false), read by
+    /// NUMATopologyFilter.
+    pub packing_host_numa_cells_allocation_strategy: bool,
 }
 
 impl Default for FilterConfig {
@@ -64,6 +68,7 @@ impl Default for FilterConfig {
             aggregate_image_properties_isolation_namespace: None,
             aggregate_image_properties_isolation_separator: ".".to_string(),
             metrics_weight_setting: Vec::new(),
+            packing_host_numa_cells_allocation_strategy: false,
         }
     }
 }
@@ -130,6 +135,11 @@ const REGISTRY: &[(&str, Factory)] = &[
     (MetricsFilter::NAME, |c| {
         Box::new(MetricsFilter::new(&c.metrics_weight_setting))
     }),
+    (NUMATopologyFilter::NAME, |c| {
+        Box::new(NUMATopologyFilter::new(
+            c.packing_host_numa_cells_allocation_strategy,
+        ))
+    }),
     (NumInstancesFilter::NAME, |c| {
         Box::new(NumInstancesFilter {
             max_instances_per_host: c.max_instances_per_host,
@@ -150,7 +160,7 @@ const REGISTRY: &[(&str, Factory)] = &[
 /// nova's filters that this daemon does not provide yet. Naming one in
 /// `enabled_filters` stops startup with this explanation instead of silently
 /// deciding differently from nova.
-const NOT_YET: &[&str] = &["NUMATopologyFilter", "PciPassthroughFilter"];
+const NOT_YET: &[&str] = &["PciPassthroughFilter"];
 
 /// Every `enabled_filters` entry that could not be resolved, reported at once.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -246,14 +256,14 @@ mod tests {
         let err = build_chain(
             &[
                 "NopeFilter".into(),
-                "NUMATopologyFilter".into(),
+                "PciPassthroughFilter".into(),
                 "Other".into(),
             ],
             &FilterConfig::default(),
         )
         .expect_err("unknown");
         assert_eq!(err.unknown, vec!["NopeFilter", "Other"]);
-        assert_eq!(err.not_implemented, vec!["NUMATopologyFilter"]);
+        assert_eq!(err.not_implemented, vec!["PciPassthroughFilter"]);
         assert!(err.to_string().contains("NopeFilter, Other"));
     }
 }

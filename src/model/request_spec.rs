@@ -105,6 +105,8 @@ pub struct RequestSpec {
     pub request_level_params: RequestLevelParams,
     pub numa_topology: Option<Value>,
     pub pci_requests: Option<Value>,
+    /// `NetworkMetadata` primitive (physnets / tunneled affinity), when set.
+    pub network_metadata: Option<Value>,
 }
 
 impl RequestSpec {
@@ -161,6 +163,7 @@ impl RequestSpec {
                 .unwrap_or_default(),
             numa_topology: f.get("numa_topology").cloned(),
             pci_requests: f.get("pci_requests").cloned(),
+            network_metadata: f.get("network_metadata").cloned(),
         })
     }
 
