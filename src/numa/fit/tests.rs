@@ -254,8 +254,28 @@ fn hostile_sizes_are_bounded() {
     assert!(numa_fit_instance_to_host(&host, &mut t, None, false, &PciContext::NONE)
         .unwrap()
         .is_some());
-    // nothing fits in the last position: pruning keeps it small
-    let mut t = topo((0..20).map(|i| inst_cell(i, &[i], &[], if i == 19 { 2 } else { 1 }, None)).collect());
+    // Nothing fits anywhere: nova would walk 40P20 permutations (forever); the step
+    // budget ends it.
+    let mut t = topo((0..20).map(|i| inst_cell(i, &[i], &[], 2, None)).collect());
     let r = numa_fit_instance_to_host(&host, &mut t, None, false, &PciContext::NONE);
-    assert!(matches!(r, Ok(None) | Err(NumaError::TooComplex)));
+    assert_eq!(r, Err(NumaError::TooComplex));
+}
+
+#[test]
+fn cache_keys_follow_rewritten_instance_ids() {
+    // nova keys its fit cache by the instance cell's *current* id, which a fit
+    // rewrites to the host cell id, so a cell too big for every host cell can
+    // inherit another cell's cached fit. Checked against nova 34: 4 one-MiB host
+    // cells, instance cells of 1, 1 and 2 MiB -> [1, 2, 0].
+    let host = NumaTopology {
+        cells: (0..4).map(|i| host_cell(i, &[i], &[], 1)).collect(),
+    };
+    let mut t = topo(vec![
+        inst_cell(0, &[0], &[], 1, None),
+        inst_cell(1, &[1], &[], 1, None),
+        inst_cell(2, &[2], &[], 2, None),
+    ]);
+    let fitted = numa_fit_instance_to_host(&host, &mut t, None, false, &PciContext::NONE).unwrap();
+    let ids: Vec<i64> = fitted.expect("nova finds a 'fit'").cells.iter().map(|c| c.id).collect();
+    assert_eq!(ids, vec![1, 2, 0]);
 }
