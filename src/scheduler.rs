@@ -329,7 +329,9 @@ impl Scheduler {
         ) {
             Ok(()) => host.finish_consume(now),
             // nova logs and swallows the exception; the remaining steps are skipped.
-            Err(e) => warn!(host = %host.host, error = %e, "Selected host: could not consume NUMA resources"),
+            Err(e) => {
+                warn!(host = %host.host, error = %e, "Selected host: could not consume NUMA resources")
+            }
         }
         if let Some(group) = spec.instance_group.as_mut() {
             group.hosts.push(host.host.clone());

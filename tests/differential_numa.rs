@@ -92,7 +92,10 @@ fn gen_host_topology(rng: &mut StdRng) -> Value {
     let offset = pick(rng, &[8usize, 16, 32, 64, 40]);
     let mut ids: Vec<i64> = (0..ncells as i64).collect();
     if chance(rng, 0.2) {
-        ids = ids.iter().map(|i| i * 2 + i64::from(chance(rng, 0.5))).collect();
+        ids = ids
+            .iter()
+            .map(|i| i * 2 + i64::from(chance(rng, 0.5)))
+            .collect();
     }
     if chance(rng, 0.15) {
         ids.shuffle(rng);
@@ -138,7 +141,12 @@ fn gen_host_topology(rng: &mut StdRng) -> Value {
             // restricted to the dedicated CPUs, as libvirt reports them
             siblings
                 .iter()
-                .map(|s| s.iter().copied().filter(|c| pcpuset.contains(c)).collect::<Vec<_>>())
+                .map(|s| {
+                    s.iter()
+                        .copied()
+                        .filter(|c| pcpuset.contains(c))
+                        .collect::<Vec<_>>()
+                })
                 .filter(|s: &Vec<i64>| !s.is_empty())
                 .collect()
         };
@@ -266,10 +274,18 @@ fn gen_host_topology(rng: &mut StdRng) -> Value {
 
 fn gen_flavor_image(rng: &mut StdRng) -> (i64, i64, BTreeMap<String, String>, Map<String, Value>) {
     let vcpus: i64 = pick(rng, &[1, 1, 2, 2, 3, 4, 4, 6, 8]);
-    let memory: i64 = pick(rng, &[128, 256, 512, 768, 1024, 1536, 2048, 4096, 100, 1000]);
+    let memory: i64 = pick(
+        rng,
+        &[128, 256, 512, 768, 1024, 1536, 2048, 4096, 100, 1000],
+    );
     let mut es = BTreeMap::new();
     let mut img = Map::new();
-    let put = |rng: &mut StdRng, es: &mut BTreeMap<String, String>, img: &mut Map<String, Value>, key: &str, prop: &str, value: String| {
+    let put = |rng: &mut StdRng,
+               es: &mut BTreeMap<String, String>,
+               img: &mut Map<String, Value>,
+               key: &str,
+               prop: &str,
+               value: String| {
         if chance(rng, 0.75) {
             es.insert(key.to_string(), value);
         } else {
@@ -278,29 +294,67 @@ fn gen_flavor_image(rng: &mut StdRng) -> (i64, i64, BTreeMap<String, String>, Ma
     };
     let nodes = if chance(rng, 0.6) {
         let n: i64 = pick(rng, &[1, 1, 2, 2, 3, 4]);
-        put(rng, &mut es, &mut img, "hw:numa_nodes", "hw_numa_nodes", n.to_string());
+        put(
+            rng,
+            &mut es,
+            &mut img,
+            "hw:numa_nodes",
+            "hw_numa_nodes",
+            n.to_string(),
+        );
         Some(n)
     } else {
         None
     };
     let policy = if chance(rng, 0.6) {
         let p = pick(rng, &["dedicated", "dedicated", "shared", "mixed"]);
-        put(rng, &mut es, &mut img, "hw:cpu_policy", "hw_cpu_policy", p.to_string());
+        put(
+            rng,
+            &mut es,
+            &mut img,
+            "hw:cpu_policy",
+            "hw_cpu_policy",
+            p.to_string(),
+        );
         Some(p)
     } else {
         None
     };
     if chance(rng, 0.35) {
         let t = pick(rng, &["prefer", "isolate", "require"]);
-        put(rng, &mut es, &mut img, "hw:cpu_thread_policy", "hw_cpu_thread_policy", t.to_string());
+        put(
+            rng,
+            &mut es,
+            &mut img,
+            "hw:cpu_thread_policy",
+            "hw_cpu_thread_policy",
+            t.to_string(),
+        );
     }
     if chance(rng, 0.35) {
-        let p = pick(rng, &["small", "large", "any", "4", "2048", "1048576", "2MB", "16"]);
-        put(rng, &mut es, &mut img, "hw:mem_page_size", "hw_mem_page_size", p.to_string());
+        let p = pick(
+            rng,
+            &["small", "large", "any", "4", "2048", "1048576", "2MB", "16"],
+        );
+        put(
+            rng,
+            &mut es,
+            &mut img,
+            "hw:mem_page_size",
+            "hw_mem_page_size",
+            p.to_string(),
+        );
     }
     if chance(rng, 0.15) {
         let e = pick(rng, &["share", "isolate", "isolate"]);
-        put(rng, &mut es, &mut img, "hw:emulator_threads_policy", "hw_emulator_threads_policy", e.to_string());
+        put(
+            rng,
+            &mut es,
+            &mut img,
+            "hw:emulator_threads_policy",
+            "hw_emulator_threads_policy",
+            e.to_string(),
+        );
     }
     if policy == Some("mixed") && chance(rng, 0.8) {
         let mask = if chance(rng, 0.5) {
@@ -498,7 +552,11 @@ fn limits_summary(v: &Value) -> Value {
     } else {
         let mut p: Vec<String> = nm["nova_object.data"]["physnets"]
             .as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default();
         p.sort();
         json!({"physnets": p, "tunneled": nm["nova_object.data"]["tunneled"]})
@@ -558,7 +616,8 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
         let host_topo = host.numa.get(host.numa_topology.as_ref());
         match (&host_topo, spec.numa_topology.as_ref()) {
             (Ok(ht), Some(raw)) => {
-                let mut inst = InstanceTopology::from_primitive(raw).expect("our decode of nova's topology");
+                let mut inst =
+                    InstanceTopology::from_primitive(raw).expect("our decode of nova's topology");
                 let limits = Limits {
                     cpu_allocation_ratio: c.cpu_ratio,
                     ram_allocation_ratio: c.ram_ratio,
@@ -704,7 +763,10 @@ fn numa_agrees_with_nova() {
     let pyset_cases = env_usize("NSRS_DIFF_PYSET_CASES").unwrap_or(DEFAULT_PYSET_CASES);
     let started = Instant::now();
     let mut oracle = Command::new(venv.join("bin/python"))
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/numa_oracle.py"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/oracle/numa_oracle.py"
+        ))
         .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
         .env("PYTHONHASHSEED", "0")
         .stdin(Stdio::piped())
@@ -754,7 +816,11 @@ fn numa_agrees_with_nova() {
             set_mismatch.push(format!("a={a:?} b={b:?}\n ours={ours}\n nova={nova}"));
         }
     }
-    assert!(set_mismatch.is_empty(), "PySet differs from CPython:\n{}", set_mismatch.join("\n"));
+    assert!(
+        set_mismatch.is_empty(),
+        "PySet differs from CPython:\n{}",
+        set_mismatch.join("\n")
+    );
 
     // 2. Fit, filter and consumption.
     let mut rng = StdRng::seed_from_u64(seed);
@@ -812,7 +878,6 @@ fn numa_agrees_with_nova() {
             ));
         }
     }
-    drop(ask);
     let _ = oracle.kill();
     let _ = oracle.wait();
     println!(
@@ -820,14 +885,30 @@ fn numa_agrees_with_nova() {
         pyset_cases,
         started.elapsed().as_secs_f64()
     );
-    assert!(mismatches.is_empty(), "NUMA placement differs from nova:\n{}", mismatches.join("\n\n"));
+    assert!(
+        mismatches.is_empty(),
+        "NUMA placement differs from nova:\n{}",
+        mismatches.join("\n\n")
+    );
     // The generator must keep producing the interesting outcomes.
     if cases >= 1000 {
         let n = tally.cases as f64;
-        assert!(tally.passes as f64 > 0.15 * n, "too few passing cases: {tally:?}");
-        assert!(tally.fails as f64 > 0.10 * n, "too few failing cases: {tally:?}");
-        assert!(tally.pinned_fits as f64 > 0.05 * n, "too few pinned fits: {tally:?}");
-        assert!(tally.multi_steps as f64 > 0.05 * n, "too few multi-instance cases: {tally:?}");
+        assert!(
+            tally.passes as f64 > 0.15 * n,
+            "too few passing cases: {tally:?}"
+        );
+        assert!(
+            tally.fails as f64 > 0.10 * n,
+            "too few failing cases: {tally:?}"
+        );
+        assert!(
+            tally.pinned_fits as f64 > 0.05 * n,
+            "too few pinned fits: {tally:?}"
+        );
+        assert!(
+            tally.multi_steps as f64 > 0.05 * n,
+            "too few multi-instance cases: {tally:?}"
+        );
         assert!(tally.raises > 0, "no case where nova raises: {tally:?}");
     }
 }

@@ -176,7 +176,8 @@ fn satisfies_cpu_policy(
 ) -> bool {
     let extra = |k: &str| spec.flavor.extra_specs.get(k).map(String::as_str);
     let prop = |k: &str| image_props.get(k).and_then(Value::as_str);
-    let dedicated = extra("hw:cpu_policy") == Some("dedicated") || prop("hw_cpu_policy") == Some("dedicated");
+    let dedicated =
+        extra("hw:cpu_policy") == Some("dedicated") || prop("hw_cpu_policy") == Some("dedicated");
     let require = extra("hw:cpu_thread_policy") == Some("require")
         || prop("hw_cpu_thread_policy") == Some("require");
     !(dedicated && require) || host.has_threads()

@@ -109,7 +109,13 @@ impl HostState {
     }
 
     /// The first steps of `consume_from_request`: RAM, disk, vCPUs, instance count.
-    pub fn consume_resources(&mut self, memory_mb: i64, root_gb: i64, ephemeral_gb: i64, vcpus: i64) {
+    pub fn consume_resources(
+        &mut self,
+        memory_mb: i64,
+        root_gb: i64,
+        ephemeral_gb: i64,
+        vcpus: i64,
+    ) {
         self.free_ram_mb -= memory_mb;
         self.free_disk_mb -= (root_gb + ephemeral_gb) * 1024;
         self.vcpus_used += vcpus;
@@ -133,8 +139,8 @@ impl HostState {
         pack: bool,
     ) -> Result<(), crate::numa::NumaError> {
         use crate::numa::{
-            numa_fit_instance_to_host, numa_usage_from_instance, pci_pool_counts,
-            InstanceTopology, Limits, PciContext,
+            numa_fit_instance_to_host, numa_usage_from_instance, pci_pool_counts, InstanceTopology,
+            Limits, PciContext,
         };
         let Some(host_topology) = self.numa.get(self.numa_topology.as_ref())? else {
             return Ok(());
@@ -156,15 +162,20 @@ impl HostState {
             pools: Some(&pools),
             support_requests: None,
         };
-        let fitted =
-            match numa_fit_instance_to_host(&host_topology, &mut requested, limits.as_ref(), pack, &pci) {
-                Ok(f) => f,
-                Err(e) => {
-                    // nova's fit mutates the request's cells in place before raising.
-                    *spec_numa = Some(requested.to_primitive());
-                    return Err(e);
-                }
-            };
+        let fitted = match numa_fit_instance_to_host(
+            &host_topology,
+            &mut requested,
+            limits.as_ref(),
+            pack,
+            &pci,
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                // nova's fit mutates the request's cells in place before raising.
+                *spec_numa = Some(requested.to_primitive());
+                return Err(e);
+            }
+        };
         *spec_numa = fitted.as_ref().map(InstanceTopology::to_primitive);
         if let Some(fitted) = fitted {
             let used = numa_usage_from_instance(&host_topology, &fitted)?;

@@ -11,12 +11,15 @@
 
 use super::host::{NetworkMetadata, NumaCell, NumaTopology};
 use super::instance::{
-    CpuPolicy, InstanceCell, InstanceTopology, Limits, ThreadPolicy, MEMPAGES_ANY,
-    MEMPAGES_LARGE, MEMPAGES_SMALL,
+    CpuPolicy, InstanceCell, InstanceTopology, Limits, ThreadPolicy, MEMPAGES_ANY, MEMPAGES_LARGE,
+    MEMPAGES_SMALL,
 };
 use super::pyset::PySet;
 use super::{NumaError, MAX_FIT_STEPS};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// `PciDeviceStats.support_requests(requests, provider_mapping, cells)`.
+pub type PciSupportCheck<'a> = &'a dyn Fn(&[InstanceCell]) -> bool;
 
 /// What the fit needs to know about the host's PCI devices.
 pub struct PciContext<'a> {
@@ -26,7 +29,7 @@ pub struct PciContext<'a> {
     pub pools: Option<&'a [(Option<i64>, i64)]>,
     /// When the request has PCI requests: `PciDeviceStats.support_requests` for the
     /// chosen instance cells (under the candidate's provider mapping).
-    pub support_requests: Option<&'a dyn Fn(&[InstanceCell]) -> bool>,
+    pub support_requests: Option<PciSupportCheck<'a>>,
 }
 
 impl PciContext<'_> {
@@ -111,7 +114,8 @@ pub fn numa_fit_instance_to_host(
             }
         }
         if chosen == k {
-            let chosen_cells: Vec<&NumaCell> = perm.iter().map(|&i| &host.cells[order[i]]).collect();
+            let chosen_cells: Vec<&NumaCell> =
+                perm.iter().map(|&i| &host.cells[order[i]]).collect();
             if leaf_accepts(host, &chosen_cells, inst, network_metadata, pci) {
                 return Ok(Some(InstanceTopology {
                     cells: inst.cells.clone(),
@@ -152,9 +156,9 @@ fn next_permutation(perm: &mut [usize], n: usize) -> bool {
 /// keeps equal elements in their original order, as Python's does.
 fn sort_by_key<K: Ord, F: Fn(usize) -> K>(order: &mut [usize], reverse: bool, key: F) {
     if reverse {
-        order.sort_by(|&a, &b| key(b).cmp(&key(a)));
+        order.sort_by_key(|&a| std::cmp::Reverse(key(a)));
     } else {
-        order.sort_by(|&a, &b| key(a).cmp(&key(b)));
+        order.sort_by_key(|&a| key(a));
     }
 }
 
@@ -233,10 +237,12 @@ pub fn numa_fit_instance_cell(
 ) -> Result<bool, NumaError> {
     let memory_kb = cell.memory.saturating_mul(1024);
     match cell.pagesize {
-        Some(requested) if requested != 0 => match supported_pagesize(host_cell, requested, memory_kb)? {
-            Some(size) if size != 0 => cell.pagesize = Some(size),
-            _ => return Ok(false),
-        },
+        Some(requested) if requested != 0 => {
+            match supported_pagesize(host_cell, requested, memory_kb)? {
+                Some(size) if size != 0 => cell.pagesize = Some(size),
+                _ => return Ok(false),
+            }
+        }
         _ => {
             if !host_cell.mempages.is_empty() {
                 let smallest = smallest_pagesize(host_cell).unwrap_or(0);
@@ -308,7 +314,11 @@ pub fn smallest_pagesize(host_cell: &NumaCell) -> Option<i64> {
 
 /// `_numa_cell_supports_pagesize_request`: the first size (largest first) that
 /// fits; `None` when none does or the explicit size is not on the host.
-fn supported_pagesize(host_cell: &NumaCell, requested: i64, memory_kb: i64) -> Result<Option<i64>, NumaError> {
+fn supported_pagesize(
+    host_cell: &NumaCell,
+    requested: i64,
+    memory_kb: i64,
+) -> Result<Option<i64>, NumaError> {
     let mut sizes: Vec<i64> = host_cell.mempages.iter().map(|p| p.size_kb).collect();
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     let candidates: Vec<i64> = match requested {
@@ -342,7 +352,12 @@ fn get_pinning(threads: usize, sets: &[&PySet], vcpus: &BTreeSet<i64>) -> Option
 /// `_get_reserved`: the first `num` CPUs left over once the pinned ones (or, for
 /// `isolate`, their whole sibling sets) are taken out. Mirrors Python's list
 /// mutation while iterating (a removed set makes the loop skip the next one).
-fn get_reserved(sets: &[&PySet], pinning: Option<&[(i64, i64)]>, num: usize, isolate: bool) -> Option<PySet> {
+fn get_reserved(
+    sets: &[&PySet],
+    pinning: Option<&[(i64, i64)]>,
+    num: usize,
+    isolate: bool,
+) -> Option<PySet> {
     let pinning = pinning.filter(|p| !p.is_empty())?;
     if num == 0 {
         return None;
@@ -372,7 +387,11 @@ fn get_reserved(sets: &[&PySet], pinning: Option<&[(i64, i64)]>, num: usize, iso
 
 /// `_pack_instance_onto_cores`: `Ok(true)` when pinned (the cell then carries
 /// the pinning, the host cell id and the reserved CPUs).
-fn pack_instance_onto_cores(host_cell: &NumaCell, cell: &mut InstanceCell, reserved: usize) -> Result<bool, NumaError> {
+fn pack_instance_onto_cores(
+    host_cell: &NumaCell,
+    cell: &mut InstanceCell,
+    reserved: usize,
+) -> Result<bool, NumaError> {
     let threads_per_core = host_cell
         .siblings
         .iter()

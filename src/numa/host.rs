@@ -61,12 +61,20 @@ impl NetworkMetadata {
                     })
                     .collect(),
             ),
-            Some(_) => return Err(NumaError::decode("NetworkMetadata.physnets: expected a list")),
+            Some(_) => {
+                return Err(NumaError::decode(
+                    "NetworkMetadata.physnets: expected a list",
+                ))
+            }
         };
         let tunneled = match data.get("tunneled") {
             None | Some(Value::Null) => None,
             Some(Value::Bool(b)) => Some(*b),
-            Some(_) => return Err(NumaError::decode("NetworkMetadata.tunneled: expected a bool")),
+            Some(_) => {
+                return Err(NumaError::decode(
+                    "NetworkMetadata.tunneled: expected a bool",
+                ))
+            }
         };
         Ok(NetworkMetadata { physnets, tunneled })
     }
@@ -381,7 +389,10 @@ fn pages_from_primitive(value: &Value) -> Result<PagesTopology, NumaError> {
 }
 
 /// `nova_object.data` of a primitive named `name` (any version).
-pub(crate) fn data_of<'a>(value: &'a Value, name: &str) -> Result<&'a Map<String, Value>, NumaError> {
+pub(crate) fn data_of<'a>(
+    value: &'a Value,
+    name: &str,
+) -> Result<&'a Map<String, Value>, NumaError> {
     crate::model::object::object_data(value, name).map_err(|e| NumaError::decode(e.to_string()))
 }
 
@@ -391,10 +402,16 @@ pub(crate) fn int_of(v: &Value, what: &str) -> Result<i64, NumaError> {
     match v {
         Value::Number(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.is_finite() && f.abs() < 9.0e18).map(|f| f.trunc() as i64))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && f.abs() < 9.0e18)
+                    .map(|f| f.trunc() as i64)
+            })
             .ok_or_else(|| NumaError::decode(format!("{what}: integer out of range"))),
         Value::Bool(b) => Ok(i64::from(*b)),
-        Value::String(s) => py_int(s).ok_or_else(|| NumaError::decode(format!("{what}: not an integer"))),
+        Value::String(s) => {
+            py_int(s).ok_or_else(|| NumaError::decode(format!("{what}: not an integer")))
+        }
         _ => Err(NumaError::decode(format!("{what}: expected an integer"))),
     }
 }
@@ -417,17 +434,25 @@ pub(crate) fn set_of(v: &Value, what: &str) -> Result<PySet, NumaError> {
 fn req_int(d: &Map<String, Value>, obj: &str, field: &'static str) -> Result<i64, NumaError> {
     match d.get(field) {
         Some(v) if !v.is_null() => int_of(v, field),
-        _ => Err(NumaError::decode(format!("{obj}.{field}: required field is missing"))),
+        _ => Err(NumaError::decode(format!(
+            "{obj}.{field}: required field is missing"
+        ))),
     }
 }
 
 fn req_set(d: &Map<String, Value>, obj: &str, field: &'static str) -> Result<PySet, NumaError> {
     match d.get(field) {
         Some(v) => set_of(v, field),
-        None => Err(NumaError::decode(format!("{obj}.{field}: required field is missing"))),
+        None => Err(NumaError::decode(format!(
+            "{obj}.{field}: required field is missing"
+        ))),
     }
 }
 
-fn opt_set(d: &Map<String, Value>, _obj: &str, field: &'static str) -> Result<Option<PySet>, NumaError> {
+fn opt_set(
+    d: &Map<String, Value>,
+    _obj: &str,
+    field: &'static str,
+) -> Result<Option<PySet>, NumaError> {
     d.get(field).map(|v| set_of(v, field)).transpose()
 }

@@ -129,7 +129,9 @@ impl InstanceCell {
                 None => Ok(None),
                 Some(Value::Array(items)) => {
                     if items.len() > MAX_CPUS_PER_SET {
-                        return Err(NumaError::decode(format!("InstanceNUMACell.{field}: too many CPUs")));
+                        return Err(NumaError::decode(format!(
+                            "InstanceNUMACell.{field}: too many CPUs"
+                        )));
                     }
                     Ok(Some(
                         items
@@ -138,14 +140,18 @@ impl InstanceCell {
                             .collect::<Result<_, _>>()?,
                     ))
                 }
-                Some(_) => Err(NumaError::decode(format!("InstanceNUMACell.{field}: expected a list"))),
+                Some(_) => Err(NumaError::decode(format!(
+                    "InstanceNUMACell.{field}: expected a list"
+                ))),
             }
         };
         let enum_field = |field: &str| -> Result<Option<String>, NumaError> {
             match d.get(field) {
                 None | Some(Value::Null) => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(NumaError::decode(format!("InstanceNUMACell.{field}: expected a string"))),
+                Some(_) => Err(NumaError::decode(format!(
+                    "InstanceNUMACell.{field}: expected a string"
+                ))),
             }
         };
         let cpu_policy = match enum_field("cpu_policy")? {
@@ -166,7 +172,9 @@ impl InstanceCell {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => {
                 if m.len() > MAX_CPUS_PER_SET {
-                    return Err(NumaError::decode("InstanceNUMACell.cpu_pinning_raw: too large"));
+                    return Err(NumaError::decode(
+                        "InstanceNUMACell.cpu_pinning_raw: too large",
+                    ));
                 }
                 let mut pairs = Vec::new();
                 for (k, v) in m {
@@ -177,7 +185,11 @@ impl InstanceCell {
                 }
                 Some(pairs)
             }
-            Some(_) => return Err(NumaError::decode("InstanceNUMACell.cpu_pinning_raw: expected a dict")),
+            Some(_) => {
+                return Err(NumaError::decode(
+                    "InstanceNUMACell.cpu_pinning_raw: expected a dict",
+                ))
+            }
         };
         let cpuset_reserved = match d.get("cpuset_reserved") {
             None | Some(Value::Null) => None,
@@ -186,14 +198,23 @@ impl InstanceCell {
         Ok(InstanceCell {
             id: match d.get("id") {
                 Some(v) => int_of(v, "InstanceNUMACell.id")?,
-                None => return Err(NumaError::decode("InstanceNUMACell.id: required field is missing")),
+                None => {
+                    return Err(NumaError::decode(
+                        "InstanceNUMACell.id: required field is missing",
+                    ))
+                }
             },
-            cpuset: int_set("cpuset")?
-                .ok_or_else(|| NumaError::decode("InstanceNUMACell.cpuset: required field is missing"))?,
+            cpuset: int_set("cpuset")?.ok_or_else(|| {
+                NumaError::decode("InstanceNUMACell.cpuset: required field is missing")
+            })?,
             pcpuset: int_set("pcpuset")?,
             memory: match d.get("memory") {
                 Some(v) => int_of(v, "InstanceNUMACell.memory")?,
-                None => return Err(NumaError::decode("InstanceNUMACell.memory: required field is missing")),
+                None => {
+                    return Err(NumaError::decode(
+                        "InstanceNUMACell.memory: required field is missing",
+                    ))
+                }
             },
             pagesize: match d.get("pagesize") {
                 None | Some(Value::Null) => None,
@@ -269,7 +290,11 @@ impl InstanceTopology {
         let d = data_of(value, "InstanceNUMATopology")?;
         let cells = match d.get("cells") {
             Some(Value::Array(items)) => items,
-            _ => return Err(NumaError::decode("InstanceNUMATopology.cells: expected a list")),
+            _ => {
+                return Err(NumaError::decode(
+                    "InstanceNUMATopology.cells: expected a list",
+                ))
+            }
         };
         if cells.len() > MAX_CELLS {
             return Err(NumaError::decode("InstanceNUMATopology: too many cells"));
@@ -356,9 +381,9 @@ impl Limits {
     pub fn from_primitive(value: &Value) -> Result<Self, NumaError> {
         let d = data_of(value, "NUMATopologyLimits")?;
         let ratio = |k: &str| -> Result<f64, NumaError> {
-            d.get(k)
-                .and_then(Value::as_f64)
-                .ok_or_else(|| NumaError::decode(format!("NUMATopologyLimits.{k}: expected a float")))
+            d.get(k).and_then(Value::as_f64).ok_or_else(|| {
+                NumaError::decode(format!("NUMATopologyLimits.{k}: expected a float"))
+            })
         };
         Ok(Limits {
             cpu_allocation_ratio: ratio("cpu_allocation_ratio")?,

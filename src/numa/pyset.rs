@@ -128,7 +128,11 @@ impl PySet {
                 }
             }
             perturb >>= PERTURB_SHIFT;
-            i = (i.wrapping_mul(5).wrapping_add(1).wrapping_add(perturb as usize)) & mask;
+            i = (i
+                .wrapping_mul(5)
+                .wrapping_add(1)
+                .wrapping_add(perturb as usize))
+                & mask;
         }
     }
 
@@ -162,7 +166,11 @@ impl PySet {
                 }
             }
             perturb >>= PERTURB_SHIFT;
-            i = (i.wrapping_mul(5).wrapping_add(1).wrapping_add(perturb as usize)) & mask;
+            i = (i
+                .wrapping_mul(5)
+                .wrapping_add(1)
+                .wrapping_add(perturb as usize))
+                & mask;
         };
         if let Some(free) = freeslot {
             self.used += 1;
@@ -201,15 +209,20 @@ impl PySet {
                 return;
             }
             if i + LINEAR_PROBES <= mask {
-                for j in i + 1..=i + LINEAR_PROBES {
-                    if table[j] == Slot::Empty {
-                        table[j] = Slot::Key(key, hash);
-                        return;
-                    }
+                if let Some(slot) = table[i + 1..=i + LINEAR_PROBES]
+                    .iter_mut()
+                    .find(|s| **s == Slot::Empty)
+                {
+                    *slot = Slot::Key(key, hash);
+                    return;
                 }
             }
             perturb >>= PERTURB_SHIFT;
-            i = (i.wrapping_mul(5).wrapping_add(1).wrapping_add(perturb as usize)) & mask;
+            i = (i
+                .wrapping_mul(5)
+                .wrapping_add(1)
+                .wrapping_add(perturb as usize))
+                & mask;
         }
     }
 

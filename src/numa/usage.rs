@@ -12,7 +12,10 @@ use super::NumaError;
 /// topology with the instance's memory, pages, shared-CPU usage and pinned CPUs
 /// added. Errors are the exceptions nova raises there (which its consumption
 /// logs and swallows, leaving the host topology as it was).
-pub fn numa_usage_from_instance(host: &NumaTopology, inst: &InstanceTopology) -> Result<NumaTopology, NumaError> {
+pub fn numa_usage_from_instance(
+    host: &NumaTopology,
+    inst: &InstanceTopology,
+) -> Result<NumaTopology, NumaError> {
     if !host.is_truthy() || !inst.is_truthy() {
         return Ok(host.clone());
     }
@@ -55,7 +58,8 @@ pub fn numa_usage_from_instance(host: &NumaTopology, inst: &InstanceTopology) ->
                     }
                     // Python: max(0, used + memory * 1024 / size_kb), a float that
                     // IntegerField truncates.
-                    let used = pages.used as f64 + (inst_cell.memory as f64 * 1024.0) / pages.size_kb as f64;
+                    let used = pages.used as f64
+                        + (inst_cell.memory as f64 * 1024.0) / pages.size_kb as f64;
                     Ok(PagesTopology {
                         size_kb: pages.size_kb,
                         total: pages.total,

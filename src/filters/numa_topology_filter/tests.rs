@@ -12,7 +12,10 @@ fn obj(name: &str, data: Value) -> Value {
 }
 
 fn pages(size: i64, total: i64) -> Value {
-    obj("NUMAPagesTopology", json!({"size_kb": size, "total": total, "used": 0, "reserved": 0}))
+    obj(
+        "NUMAPagesTopology",
+        json!({"size_kb": size, "total": total, "used": 0, "reserved": 0}),
+    )
 }
 
 /// nova's NUMA_TOPOLOGY fixture: 2 cells, 2 shared + 2 dedicated CPUs, 512 MiB each.
@@ -47,7 +50,15 @@ fn host(topology: Option<Value>, cpu: f64, ram: f64, candidates: usize) -> HostS
     }
 }
 
-fn icell(id: i64, cpus: &[i64], pcpus: &[i64], memory: i64, policy: Option<&str>, thread: Option<&str>, pagesize: Option<i64>) -> Value {
+fn icell(
+    id: i64,
+    cpus: &[i64],
+    pcpus: &[i64],
+    memory: i64,
+    policy: Option<&str>,
+    thread: Option<&str>,
+    pagesize: Option<i64>,
+) -> Value {
     obj(
         "InstanceNUMACell",
         json!({"id": id, "cpuset": cpus, "pcpuset": pcpus, "memory": memory,
@@ -58,7 +69,10 @@ fn icell(id: i64, cpus: &[i64], pcpus: &[i64], memory: i64, policy: Option<&str>
 fn spec(cells: Vec<Value>, extra: &[(&str, &str)], props: Value) -> RequestSpec {
     RequestSpec {
         flavor: Flavor {
-            extra_specs: extra.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            extra_specs: extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Default::default()
         },
         image: Some(ImageMeta {
@@ -99,7 +113,10 @@ fn fits_and_sets_limits() {
     let mut h = host(Some(no_ht()), 21.0, 1.3, 1);
     assert!(passes(&mut h, &s));
     let l = Limits::from_primitive(&h.limits["numa_topology"]).unwrap();
-    assert_eq!((l.cpu_allocation_ratio, l.ram_allocation_ratio), (21.0, 1.3));
+    assert_eq!(
+        (l.cpu_allocation_ratio, l.ram_allocation_ratio),
+        (21.0, 1.3)
+    );
 }
 
 #[test]
@@ -122,19 +139,49 @@ fn too_big_requests_fail() {
         json!({}),
     );
     assert!(!passes(&mut host(Some(no_ht()), 16.0, 1.5, 1), &three));
-    let big_mem = spec(vec![icell(0, &[1], &[], 1024, None, None, None)], &[], json!({}));
+    let big_mem = spec(
+        vec![icell(0, &[1], &[], 1024, None, None, None)],
+        &[],
+        json!({}),
+    );
     assert!(!passes(&mut host(Some(no_ht()), 16.0, 1.0, 1), &big_mem));
-    let big_cpu = spec(vec![icell(0, &[1, 2, 3], &[], 512, None, None, None)], &[], json!({}));
+    let big_cpu = spec(
+        vec![icell(0, &[1, 2, 3], &[], 512, None, None, None)],
+        &[],
+        json!({}),
+    );
     assert!(!passes(&mut host(Some(no_ht()), 16.0, 1.5, 1), &big_cpu));
 }
 
 #[test]
 fn require_needs_threads() {
-    let cell = || vec![icell(0, &[], &[0, 1], 512, Some("dedicated"), Some("require"), None)];
+    let cell = || {
+        vec![icell(
+            0,
+            &[],
+            &[0, 1],
+            512,
+            Some("dedicated"),
+            Some("require"),
+            None,
+        )]
+    };
     for (extra, props) in [
-        (vec![("hw:cpu_policy", "dedicated"), ("hw:cpu_thread_policy", "require")], json!({})),
-        (vec![], json!({"hw_cpu_policy": "dedicated", "hw_cpu_thread_policy": "require"})),
-        (vec![("hw:cpu_policy", "dedicated")], json!({"hw_cpu_thread_policy": "require"})),
+        (
+            vec![
+                ("hw:cpu_policy", "dedicated"),
+                ("hw:cpu_thread_policy", "require"),
+            ],
+            json!({}),
+        ),
+        (
+            vec![],
+            json!({"hw_cpu_policy": "dedicated", "hw_cpu_thread_policy": "require"}),
+        ),
+        (
+            vec![("hw:cpu_policy", "dedicated")],
+            json!({"hw_cpu_thread_policy": "require"}),
+        ),
     ] {
         let s = spec(cell(), &extra, props);
         assert!(!passes(&mut host(Some(no_ht()), 16.0, 1.5, 1), &s));
@@ -143,8 +190,19 @@ fn require_needs_threads() {
     }
     for thread in ["prefer", "isolate"] {
         let s = spec(
-            vec![icell(0, &[], &[0, 1], 512, Some("dedicated"), Some(thread), None)],
-            &[("hw:cpu_policy", "dedicated"), ("hw:cpu_thread_policy", thread)],
+            vec![icell(
+                0,
+                &[],
+                &[0, 1],
+                512,
+                Some("dedicated"),
+                Some(thread),
+                None,
+            )],
+            &[
+                ("hw:cpu_policy", "dedicated"),
+                ("hw:cpu_thread_policy", thread),
+            ],
             json!({}),
         );
         assert!(passes(&mut host(Some(no_ht()), 16.0, 1.5, 1), &s));
@@ -178,7 +236,11 @@ fn candidates_are_required_and_pruned() {
     let s = spec(two_small_cells(), &[], json!({}));
     let mut h = host(Some(no_ht()), 16.0, 1.5, 0);
     assert!(!passes(&mut h, &s), "no allocation candidate, no pass");
-    let big = spec(vec![icell(0, &[1], &[], 4096, None, None, None)], &[], json!({}));
+    let big = spec(
+        vec![icell(0, &[1], &[], 4096, None, None, None)],
+        &[],
+        json!({}),
+    );
     let mut h = host(Some(no_ht()), 16.0, 1.0, 3);
     assert!(!passes(&mut h, &big));
     assert!(h.allocation_candidates.is_empty());
@@ -193,7 +255,9 @@ fn hostile_topologies_fail_cleanly() {
     s.numa_topology = Some(json!({"nova_object.name": "InstanceNUMATopology",
         "nova_object.data": {"cells": [{"bogus": true}]}}));
     assert!(!passes(&mut host(Some(no_ht()), 16.0, 1.5, 1), &s));
-    let huge: Vec<Value> = (0..10_000).map(|i| icell(i, &[i], &[], 1, None, None, None)).collect();
+    let huge: Vec<Value> = (0..10_000)
+        .map(|i| icell(i, &[i], &[], 1, None, None, None))
+        .collect();
     let s = spec(huge, &[], json!({}));
     assert!(!passes(&mut host(Some(no_ht()), 16.0, 1.5, 1), &s));
     let bad_host = json!({"nova_object.name": "NUMATopology", "nova_object.data": {"cells": 5}});
@@ -217,6 +281,9 @@ fn consumption_pins_and_next_instance_sees_it() {
     assert!(passes(&mut h, &s));
     h.consume_numa(&mut s.numa_topology, false).unwrap();
     let fitted = InstanceTopology::from_primitive(s.numa_topology.as_ref().unwrap()).unwrap();
-    assert_ne!(fitted.cells[0].id, first, "the first cell's dedicated CPUs are used up");
+    assert_ne!(
+        fitted.cells[0].id, first,
+        "the first cell's dedicated CPUs are used up"
+    );
     assert!(!passes(&mut h, &s), "both cells are pinned full");
 }

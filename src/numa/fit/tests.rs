@@ -25,7 +25,13 @@ fn host_cell(id: i64, cpus: &[i64], pcpus: &[i64], memory: i64) -> NumaCell {
     }
 }
 
-fn inst_cell(id: i64, cpus: &[i64], pcpus: &[i64], memory: i64, policy: Option<CpuPolicy>) -> InstanceCell {
+fn inst_cell(
+    id: i64,
+    cpus: &[i64],
+    pcpus: &[i64],
+    memory: i64,
+    policy: Option<CpuPolicy>,
+) -> InstanceCell {
     InstanceCell {
         id,
         cpuset: cpus.iter().copied().collect(),
@@ -66,7 +72,10 @@ fn shared_cell_memory_rules() {
     let mut h2 = host_cell(0, &[], &[1, 2], 1024);
     h2.memory_usage = 512;
     let mut c = inst_cell(0, &[], &[0], 1024, Some(CpuPolicy::Dedicated));
-    assert!(!numa_fit_instance_cell(&h2, &mut c, None, 0).unwrap(), "avail 512 < 1024");
+    assert!(
+        !numa_fit_instance_cell(&h2, &mut c, None, 0).unwrap(),
+        "avail 512 < 1024"
+    );
 }
 
 #[test]
@@ -156,7 +165,13 @@ fn dedicated_instance_moves_to_free_cell() {
         ],
     };
     let fit = |host: &NumaTopology| {
-        let mut t = topo(vec![inst_cell(0, &[], &[0, 1], 512, Some(CpuPolicy::Dedicated))]);
+        let mut t = topo(vec![inst_cell(
+            0,
+            &[],
+            &[0, 1],
+            512,
+            Some(CpuPolicy::Dedicated),
+        )]);
         numa_fit_instance_to_host(host, &mut t, None, false, &PciContext::NONE).unwrap()
     };
     assert!(fit(&host).is_some());
@@ -170,7 +185,10 @@ fn dedicated_instance_moves_to_free_cell() {
 #[test]
 fn usage_then_second_instance_goes_elsewhere() {
     let mut h = NumaTopology {
-        cells: vec![host_cell(1, &[0, 1], &[], 2048), host_cell(2, &[2, 3], &[], 2048)],
+        cells: vec![
+            host_cell(1, &[0, 1], &[], 2048),
+            host_cell(2, &[2, 3], &[], 2048),
+        ],
     };
     for c in &mut h.cells {
         c.cpu_usage = 2;
@@ -184,7 +202,8 @@ fn usage_then_second_instance_goes_elsewhere() {
     }
     let l = limits(2.0, 2.0);
     let mut i3 = topo(vec![inst_cell(0, &[0, 1], &[], 1024, None)]);
-    let f = numa_fit_instance_to_host(&h, &mut i3.clone(), Some(&l), false, &PciContext::NONE).unwrap();
+    let f =
+        numa_fit_instance_to_host(&h, &mut i3.clone(), Some(&l), false, &PciContext::NONE).unwrap();
     assert_eq!(f.unwrap().cells[0].id, 1);
     let mut i1 = topo(vec![inst_cell(0, &[0, 1], &[], 2048, None)]);
     let fitted = numa_fit_instance_to_host(&h, &mut i1, Some(&l), false, &PciContext::NONE)
@@ -196,15 +215,20 @@ fn usage_then_second_instance_goes_elsewhere() {
     let f = numa_fit_instance_to_host(&used, &mut i3, Some(&l), false, &PciContext::NONE).unwrap();
     assert_eq!(f.unwrap().cells[0].id, 2);
     let mut i2 = topo(vec![inst_cell(0, &[0, 1, 2, 3], &[], 1024, None)]);
-    assert!(numa_fit_instance_to_host(&h, &mut i2, Some(&l), false, &PciContext::NONE)
-        .unwrap()
-        .is_none());
+    assert!(
+        numa_fit_instance_to_host(&h, &mut i2, Some(&l), false, &PciContext::NONE)
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
 fn pci_pools_order_cells() {
     let h = NumaTopology {
-        cells: vec![host_cell(1, &[0, 1], &[], 2048), host_cell(2, &[2, 3], &[], 2048)],
+        cells: vec![
+            host_cell(1, &[0, 1], &[], 2048),
+            host_cell(2, &[2, 3], &[], 2048),
+        ],
     };
     let pools = [(Some(1), 1)];
     let pci = PciContext {
@@ -212,14 +236,22 @@ fn pci_pools_order_cells() {
         support_requests: None,
     };
     let mut t = topo(vec![inst_cell(0, &[0], &[], 512, None)]);
-    let f = numa_fit_instance_to_host(&h, &mut t, None, false, &pci).unwrap().unwrap();
-    assert_eq!(f.cells[0].id, 2, "cells with PCI devices go last without PCI requests");
+    let f = numa_fit_instance_to_host(&h, &mut t, None, false, &pci)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        f.cells[0].id, 2,
+        "cells with PCI devices go last without PCI requests"
+    );
 }
 
 #[test]
 fn network_affinity() {
     let mut h = NumaTopology {
-        cells: vec![host_cell(0, &[0, 1], &[], 2048), host_cell(1, &[2, 3], &[], 2048)],
+        cells: vec![
+            host_cell(0, &[0, 1], &[], 2048),
+            host_cell(1, &[2, 3], &[], 2048),
+        ],
     };
     h.cells[0].network_metadata = Some(NetworkMetadata {
         physnets: Some(["foo".to_string()].into()),
@@ -235,13 +267,20 @@ fn network_affinity() {
         tunneled: Some(true),
     });
     let mut one = topo(vec![inst_cell(0, &[0], &[], 512, None)]);
-    assert!(numa_fit_instance_to_host(&h, &mut one, Some(&l), false, &PciContext::NONE)
-        .unwrap()
-        .is_none());
-    let mut two = topo(vec![inst_cell(0, &[0], &[], 512, None), inst_cell(1, &[1], &[], 512, None)]);
-    assert!(numa_fit_instance_to_host(&h, &mut two, Some(&l), false, &PciContext::NONE)
-        .unwrap()
-        .is_some());
+    assert!(
+        numa_fit_instance_to_host(&h, &mut one, Some(&l), false, &PciContext::NONE)
+            .unwrap()
+            .is_none()
+    );
+    let mut two = topo(vec![
+        inst_cell(0, &[0], &[], 512, None),
+        inst_cell(1, &[1], &[], 512, None),
+    ]);
+    assert!(
+        numa_fit_instance_to_host(&h, &mut two, Some(&l), false, &PciContext::NONE)
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[test]
@@ -251,9 +290,11 @@ fn hostile_sizes_are_bounded() {
     let host = NumaTopology { cells };
     let mut t = topo((0..20).map(|i| inst_cell(i, &[i], &[], 1, None)).collect());
     // every cell fits, so this returns at once
-    assert!(numa_fit_instance_to_host(&host, &mut t, None, false, &PciContext::NONE)
-        .unwrap()
-        .is_some());
+    assert!(
+        numa_fit_instance_to_host(&host, &mut t, None, false, &PciContext::NONE)
+            .unwrap()
+            .is_some()
+    );
     // Nothing fits anywhere: nova would walk 40P20 permutations (forever); the step
     // budget ends it.
     let mut t = topo((0..20).map(|i| inst_cell(i, &[i], &[], 2, None)).collect());
@@ -276,6 +317,11 @@ fn cache_keys_follow_rewritten_instance_ids() {
         inst_cell(2, &[2], &[], 2, None),
     ]);
     let fitted = numa_fit_instance_to_host(&host, &mut t, None, false, &PciContext::NONE).unwrap();
-    let ids: Vec<i64> = fitted.expect("nova finds a 'fit'").cells.iter().map(|c| c.id).collect();
+    let ids: Vec<i64> = fitted
+        .expect("nova finds a 'fit'")
+        .cells
+        .iter()
+        .map(|c| c.id)
+        .collect();
     assert_eq!(ids, vec![1, 2, 0]);
 }
