@@ -64,6 +64,7 @@ fn bench(c: &mut Criterion) {
         host_subset_size: 1,
         shuffle_best_same_weighed_hosts: false,
         max_attempts: 3,
+        packing_host_numa_cells_allocation_strategy: false,
     };
     let mut group = c.benchmark_group("select_one_instance");
     for n in [1_000usize, 10_000] {

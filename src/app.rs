@@ -75,6 +75,9 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
             .clone(),
         metrics_weight_setting: config.metrics.weight_setting.clone(),
         default_availability_zone: config.default.default_availability_zone.clone(),
+        packing_host_numa_cells_allocation_strategy: config
+            .compute
+            .packing_host_numa_cells_allocation_strategy,
     };
     let filters = build_chain(&fs.enabled_filters, &filter_config)
         .map_err(|e| AppError::Config(e.to_string()))?;
@@ -102,6 +105,9 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
         host_subset_size: fs.host_subset_size.max(1) as usize,
         shuffle_best_same_weighed_hosts: fs.shuffle_best_same_weighed_hosts,
         max_attempts: config.scheduler.max_attempts.max(1) as usize,
+        packing_host_numa_cells_allocation_strategy: config
+            .compute
+            .packing_host_numa_cells_allocation_strategy,
     })
 }
 

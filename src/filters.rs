@@ -24,6 +24,7 @@ pub mod json_filter;
 pub mod legacy;
 pub mod metrics_filter;
 pub mod num_instances_filter;
+pub mod numa_topology_filter;
 pub mod pci_passthrough_filter;
 pub mod pyvalue;
 pub mod registry;

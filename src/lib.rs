@@ -27,6 +27,7 @@ pub mod filters;
 pub mod manager;
 pub mod model;
 pub mod pci;
+pub mod numa;
 pub mod placement;
 pub mod rpc;
 pub mod scheduler;

@@ -16,7 +16,7 @@ use rand::Rng;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// Why scheduling stopped.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -69,6 +69,9 @@ pub struct Scheduler {
     pub shuffle_best_same_weighed_hosts: bool,
     /// `[scheduler] max_attempts`: alternates per instance = max_attempts − 1.
     pub max_attempts: usize,
+    /// `[compute] packing_host_numa_cells_allocation_strategy`, used by the NUMA fit
+    /// of virtual consumption.
+    pub packing_host_numa_cells_allocation_strategy: bool,
 }
 
 /// One request to place `instance_uuids` (or `spec.num_instances` on the legacy path).
@@ -116,6 +119,7 @@ impl Scheduler {
         if filtered.is_empty() {
             return Ok(Vec::new());
         }
+        let hosts: &[HostState] = hosts;
         let weighed = self.weighers.weigh(hosts, &filtered, spec)?;
         let mut order: Vec<usize> = weighed.iter().map(|w| w.index).collect();
         if self.shuffle_best_same_weighed_hosts {
@@ -318,13 +322,23 @@ impl Scheduler {
         now: DateTime<Utc>,
     ) {
         let f = &spec.flavor;
-        let updated_before = host.updated;
-        host.consume(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus, now);
-        // nova applies the PCI requests between `num_instances` and `num_io_ops`; when
-        // that raises it swallows the error and skips the rest of the consume.
-        if !crate::pci::consume_from_request(host, spec) {
-            host.num_io_ops -= 1;
-            host.updated = updated_before;
+        host.consume_resources(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus);
+        // nova's order: NUMA, then PCI, then io_ops and `updated`. When a step raises
+        // nova logs and swallows the exception; the remaining steps are skipped.
+        match host.consume_numa(
+            &mut spec.numa_topology,
+            self.packing_host_numa_cells_allocation_strategy,
+        ) {
+            Ok(()) => {
+                if crate::pci::consume_from_request(host, spec) {
+                    host.finish_consume(now);
+                } else {
+                    warn!(host = %host.host, "Selected host: could not consume PCI devices");
+                }
+            }
+            Err(e) => {
+                warn!(host = %host.host, error = %e, "Selected host: could not consume NUMA resources")
+            }
         }
         if let Some(group) = spec.instance_group.as_mut() {
             group.hosts.push(host.host.clone());

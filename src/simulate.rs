@@ -218,6 +218,7 @@ pub async fn run(opts: SimulateOptions) -> i32 {
         host_subset_size: 1,
         shuffle_best_same_weighed_hosts: false,
         max_attempts: 3,
+        packing_host_numa_cells_allocation_strategy: false,
     };
     println!(
         "demo cloud: {} hosts in 2 cells (every 13th disabled, every 17th down); weighers {:?}",

@@ -336,7 +336,8 @@ fn via_registry(filter: &str, case: &Case) -> Outcome {
         index: 0,
         is_rebuild: case.spec.is_rebuild(),
     };
-    let (kept, _) = chain.run(std::slice::from_ref(&case.host), &[0], &req);
+    let mut hosts = [case.host.clone()];
+    let (kept, _) = chain.run(&mut hosts, &[0], &req);
     if kept.is_empty() {
         Outcome::Fail
     } else {

@@ -15,7 +15,7 @@ use nova_scheduler::rpc::{
     Endpoint, EndpointFuture, IncomingCall, RpcServer, RpcServerOptions, Topology,
 };
 use serde_json::json;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

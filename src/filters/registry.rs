@@ -29,6 +29,7 @@ use super::legacy::ram_filter::RamFilter;
 use super::legacy::retry_filter::RetryFilter;
 use super::metrics_filter::MetricsFilter;
 use super::num_instances_filter::NumInstancesFilter;
+use super::numa_topology_filter::NUMATopologyFilter;
 use super::pci_passthrough_filter::PciPassthroughFilter;
 use super::same_host_filter::SameHostFilter;
 use super::server_group_affinity_filter::ServerGroupAffinityFilter;
@@ -62,6 +63,9 @@ pub struct FilterConfig {
     /// `[DEFAULT] default_availability_zone` ("nova"), read by the legacy
     /// AvailabilityZoneFilter.
     pub default_availability_zone: String,
+    /// `[compute] packing_host_numa_cells_allocation_strategy` (false), read by
+    /// NUMATopologyFilter.
+    pub packing_host_numa_cells_allocation_strategy: bool,
 }
 
 impl Default for FilterConfig {
@@ -79,6 +83,7 @@ impl Default for FilterConfig {
             aggregate_image_properties_isolation_separator: ".".to_string(),
             metrics_weight_setting: Vec::new(),
             default_availability_zone: "nova".to_string(),
+            packing_host_numa_cells_allocation_strategy: false,
         }
     }
 }
@@ -144,6 +149,11 @@ const REGISTRY: &[(&str, Factory)] = &[
     (JsonFilter::NAME, |_| Box::new(JsonFilter::new())),
     (MetricsFilter::NAME, |c| {
         Box::new(MetricsFilter::new(&c.metrics_weight_setting))
+    }),
+    (NUMATopologyFilter::NAME, |c| {
+        Box::new(NUMATopologyFilter::new(
+            c.packing_host_numa_cells_allocation_strategy,
+        ))
     }),
     (NumInstancesFilter::NAME, |c| {
         Box::new(NumInstancesFilter {
@@ -217,7 +227,7 @@ const UNAVAILABLE: &[(&str, &str)] = &[
 /// nova's filters that this daemon does not provide yet. Naming one in
 /// `enabled_filters` stops startup with this explanation instead of silently
 /// deciding differently from nova.
-const NOT_YET: &[&str] = &["NUMATopologyFilter"];
+const NOT_YET: &[&str] = &[];
 
 /// Every `enabled_filters` entry that could not be resolved, reported at once.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -383,14 +393,14 @@ mod tests {
         let err = build_chain(
             &[
                 "NopeFilter".into(),
-                "NUMATopologyFilter".into(),
+                "TrustedFilter".into(),
                 "Other".into(),
             ],
             &FilterConfig::default(),
         )
         .expect_err("unknown");
         assert_eq!(err.unknown, vec!["NopeFilter", "Other"]);
-        assert_eq!(err.not_implemented, vec!["NUMATopologyFilter"]);
+        assert_eq!(err.unavailable.len(), 1);
         assert!(err.to_string().contains("NopeFilter, Other"));
     }
 }

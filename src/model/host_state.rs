@@ -77,6 +77,9 @@ pub struct HostState {
     /// `[arch, hv_type, vm_mode]` triples.
     pub supported_instances: Vec<Vec<String>>,
     pub numa_topology: Option<Value>,
+    /// `numa_topology` decoded (once, on first use); after virtual consumption it
+    /// holds the consumed topology while `numa_topology` keeps the compute's report.
+    pub numa: crate::numa::HostNumaCache,
     pub pci_stats: Option<Value>,
     /// `pci_stats` parsed once into nova's pools (see `crate::pci::host_pools`); the
     /// per-request consume works on this copy.
@@ -104,12 +107,84 @@ impl HostState {
         vcpus: i64,
         now: DateTime<Utc>,
     ) {
+        self.consume_resources(memory_mb, root_gb, ephemeral_gb, vcpus);
+        self.finish_consume(now);
+    }
+
+    /// The first steps of `consume_from_request`: RAM, disk, vCPUs, instance count.
+    pub fn consume_resources(
+        &mut self,
+        memory_mb: i64,
+        root_gb: i64,
+        ephemeral_gb: i64,
+        vcpus: i64,
+    ) {
         self.free_ram_mb -= memory_mb;
         self.free_disk_mb -= (root_gb + ephemeral_gb) * 1024;
         self.vcpus_used += vcpus;
         self.num_instances += 1;
+    }
+
+    /// The last steps, reached only when the NUMA (and PCI) steps did not raise.
+    pub fn finish_consume(&mut self, now: DateTime<Utc>) {
         self.num_io_ops += 1;
         self.updated = Some(now);
+    }
+
+    /// `consume_from_request`'s NUMA step: fit the request's topology (with the
+    /// limits NUMATopologyFilter left on this host, if any), write the fitted
+    /// topology back into the request (`None` when it no longer fits) and add its
+    /// usage to the host. `Err` is where nova raises (it then skips the rest of
+    /// the consumption); the request's topology is already replaced by then.
+    pub fn consume_numa(
+        &mut self,
+        spec_numa: &mut Option<Value>,
+        pack: bool,
+    ) -> Result<(), crate::numa::NumaError> {
+        use crate::numa::{
+            numa_fit_instance_to_host, numa_usage_from_instance, pci_pool_counts, InstanceTopology,
+            Limits, PciContext,
+        };
+        let Some(host_topology) = self.numa.get(self.numa_topology.as_ref())? else {
+            return Ok(());
+        };
+        let Some(raw) = spec_numa.as_ref() else {
+            return Ok(());
+        };
+        let mut requested = InstanceTopology::from_primitive(raw)?;
+        if !host_topology.is_truthy() || !requested.is_truthy() {
+            return Ok(());
+        }
+        let limits = self
+            .limits
+            .get("numa_topology")
+            .map(Limits::from_primitive)
+            .transpose()?;
+        let pools = pci_pool_counts(self.pci_stats.as_ref());
+        let pci = PciContext {
+            pools: Some(&pools),
+            support_requests: None,
+        };
+        let fitted = match numa_fit_instance_to_host(
+            &host_topology,
+            &mut requested,
+            limits.as_ref(),
+            pack,
+            &pci,
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                // nova's fit mutates the request's cells in place before raising.
+                *spec_numa = Some(requested.to_primitive());
+                return Err(e);
+            }
+        };
+        *spec_numa = fitted.as_ref().map(InstanceTopology::to_primitive);
+        if let Some(fitted) = fitted {
+            let used = numa_usage_from_instance(&host_topology, &fitted)?;
+            self.numa.set(used);
+        }
+        Ok(())
     }
 
     /// Availability zone the Selection reports: one of the AZ values of the host's

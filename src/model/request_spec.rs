@@ -108,6 +108,8 @@ pub struct RequestSpec {
     /// `retry.hosts` as `(host, hypervisor_hostname)` pairs (legacy RetryFilter);
     /// `None` when the spec has no `retry`.
     pub retry_hosts: Option<Vec<TriedNode>>,
+    /// `NetworkMetadata` primitive (physnets / tunneled affinity), when set.
+    pub network_metadata: Option<Value>,
 }
 
 impl RequestSpec {
@@ -165,6 +167,7 @@ impl RequestSpec {
             numa_topology: f.get("numa_topology").cloned(),
             pci_requests: f.get("pci_requests").cloned(),
             retry_hosts: f.get("retry").map(decode_retry_hosts).transpose()?,
+            network_metadata: f.get("network_metadata").cloned(),
         })
     }
 

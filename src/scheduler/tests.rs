@@ -78,6 +78,7 @@ fn scheduler(subset: usize) -> Scheduler {
         host_subset_size: subset,
         shuffle_best_same_weighed_hosts: false,
         max_attempts: 3,
+        packing_host_numa_cells_allocation_strategy: false,
     }
 }
 
