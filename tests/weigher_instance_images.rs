@@ -148,7 +148,7 @@ async fn loads_rows_nova_reads_and_derives_the_same_properties() {
     // And the cases that matter were really exercised.
     let i1: BTreeSet<String> = ours[I1].iter().map(|(k, v)| format!("{k}={v}")).collect();
     assert!(i1.contains("hw_architecture=x86_64"));
-    assert!(i1.contains("hw_numa_cpus=[{0, 1}, {2, 3}]"));
+    assert!(i1.contains("hw_numa_cpus=[CoercedSet({0, 1}), CoercedSet({2, 3})]"));
     assert!(i1.contains("traits_required=['CUSTOM_B', 'CUSTOM_A']"));
     let i2: BTreeSet<String> = ours[I2].iter().map(|(k, v)| format!("{k}={v}")).collect();
     assert!(i2.contains("hw_machine_type=q35") && i2.contains("hw_vm_mode=hvm"));

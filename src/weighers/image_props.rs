@@ -367,7 +367,7 @@ impl OrderedProps {
 }
 
 /// nova's `hardware.parse_cpu_spec`, as a sorted list (CPython iterates a set of
-/// small non-negative ints in ascending order).
+/// small non-negative ints in ascending order; larger ids may iterate otherwise).
 fn parse_cpu_spec(spec: &str) -> Result<Vec<i64>, PyError> {
     let invalid = |what: &str, rule: &str| PyError::value_error(format!("Invalid {what} {rule:?}"));
     let mut ids = std::collections::BTreeSet::new();
@@ -465,12 +465,7 @@ pub fn props_from_system_metadata(rows: &[(String, String)]) -> Result<Vec<PropP
                         break;
                     };
                     let ids = parse_cpu_spec(v)?;
-                    cells.push(if ids.is_empty() {
-                        "set()".to_string()
-                    } else {
-                        let parts: Vec<String> = ids.iter().map(i64::to_string).collect();
-                        format!("{{{}}}", parts.join(", "))
-                    });
+                    cells.push(coerced_set_repr(&ids));
                 }
                 if !cells.is_empty() {
                     assign(name, format!("[{}]", cells.join(", ")));
@@ -496,6 +491,16 @@ pub fn props_from_system_metadata(rows: &[(String, String)]) -> Result<Vec<PropP
         assign("traits_required", list_repr(traits.iter().copied()));
     }
     Ok(set.into_iter().map(|(n, t)| (n.to_string(), t)).collect())
+}
+
+/// `repr()` of oslo.versionedobjects' `CoercedSet` of small ints (what a typed
+/// `Set` field holds): `CoercedSet({0, 1})`, `CoercedSet()` when empty.
+fn coerced_set_repr(ids: &[i64]) -> String {
+    if ids.is_empty() {
+        return "CoercedSet()".to_string();
+    }
+    let parts: Vec<String> = ids.iter().map(i64::to_string).collect();
+    format!("CoercedSet({{{}}})", parts.join(", "))
 }
 
 fn list_repr<'a>(items: impl Iterator<Item = &'a str>) -> String {
@@ -567,12 +572,7 @@ pub fn request_props(properties: &Map<String, Value>) -> Vec<PropPair> {
                                 .unwrap_or_default();
                             ids.sort_unstable();
                             ids.dedup();
-                            if ids.is_empty() {
-                                "set()".to_string()
-                            } else {
-                                let p: Vec<String> = ids.iter().map(i64::to_string).collect();
-                                format!("{{{}}}", p.join(", "))
-                            }
+                            coerced_set_repr(&ids)
                         })
                         .collect();
                     format!("[{}]", parts.join(", "))
@@ -636,7 +636,10 @@ mod tests {
         let map: BTreeMap<String, String> = got.into_iter().collect();
         assert_eq!(map["hw_architecture"], "x86_64");
         assert_eq!(map["hw_numa_nodes"], "2");
-        assert_eq!(map["hw_numa_cpus"], "[{0, 2, 3}, {4}]");
+        assert_eq!(
+            map["hw_numa_cpus"],
+            "[CoercedSet({0, 2, 3}), CoercedSet({4})]"
+        );
         assert_eq!(map["hw_numa_mem"], "[1024]");
         assert_eq!(map["hw_qemu_guest_agent"], "True");
         assert_eq!(map["os_distro"], "ubuntu");
@@ -656,7 +659,7 @@ mod tests {
         let map: BTreeMap<String, String> = request_props(props.as_object().expect("map"))
             .into_iter()
             .collect();
-        assert_eq!(map["hw_numa_cpus"], "[{0, 1}, {2}]");
+        assert_eq!(map["hw_numa_cpus"], "[CoercedSet({0, 1}), CoercedSet({2})]");
         assert_eq!(map["hw_numa_nodes"], "2");
         assert_eq!(map["hw_boot_menu"], "False");
         assert_eq!(map["traits_required"], "['A', \"B'\"]");
