@@ -94,7 +94,11 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
         hypervisor_version_weight_multiplier: fs.hypervisor_version_weight_multiplier,
         num_instances_weight_multiplier: fs.num_instances_weight_multiplier,
         image_props_weight_multiplier: fs.image_props_weight_multiplier,
-        metrics_weight_setting_empty: config.metrics.weight_setting.is_empty(),
+        image_props_weight_setting: fs.image_props_weight_setting.clone(),
+        metrics_weight_setting: config.metrics.weight_setting.clone(),
+        metrics_weight_multiplier: config.metrics.weight_multiplier,
+        metrics_required: config.metrics.required,
+        metrics_weight_of_unavailable: config.metrics.weight_of_unavailable,
     };
     let weighers = build_pipeline(&fs.weight_classes, &weigher_config)
         .map_err(|e| AppError::Config(e.to_string()))?;

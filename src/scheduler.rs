@@ -9,7 +9,7 @@
 
 use crate::filters::{FilterChain, FilterRequest};
 use crate::model::{HostState, RequestSpec};
-use crate::weighers::{WeighError, WeigherPipeline};
+use crate::weighers::{WeighError, WeigherPipeline, WeighingExplanation};
 use chrono::{DateTime, Utc};
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
@@ -135,6 +135,22 @@ impl Scheduler {
         order.insert(0, chosen);
         debug!(hosts = ?order.iter().map(|&i| &hosts[i].host).collect::<Vec<_>>(), "Weighed hosts");
         Ok(order)
+    }
+
+    /// How the weighers ranked this request's hosts: the hosts that pass filtering
+    /// (as in [`sorted_hosts`](Self::sorted_hosts), for instance `index`), each with
+    /// every weigher's raw, normalized and weighted value, best first. Same
+    /// computation as the decision, without the random pick; for explanations.
+    pub fn explain_weighing(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        index: usize,
+        now: DateTime<Utc>,
+    ) -> Result<WeighingExplanation, ScheduleError> {
+        let filtered = self.narrow_and_filter(hosts, candidates, spec, index, now);
+        Ok(self.weighers.weigh_explained(hosts, &filtered, spec)?.1)
     }
 
     /// nova's `HostManager.get_filtered_hosts`: requested destination, ignore/force

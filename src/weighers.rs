@@ -9,7 +9,10 @@ pub mod cpu_weigher;
 pub mod cross_cell_weigher;
 pub mod disk_weigher;
 pub mod hypervisor_version_weigher;
+pub mod image_properties_weigher;
+pub mod image_props;
 pub mod io_ops_weigher;
+pub mod metrics_weigher;
 pub mod normalize;
 pub mod num_instances_weigher;
 pub mod pci_weigher;
@@ -21,7 +24,7 @@ pub mod server_group_soft_anti_affinity_weigher;
 
 use crate::model::{HostState, RequestSpec};
 
-pub use pipeline::{WeighedHost, WeigherPipeline};
+pub use pipeline::{HostWeighing, WeighedHost, WeigherPipeline, WeigherScore, WeighingExplanation};
 pub use registry::{build_pipeline, UnknownWeighers, WeigherConfig};
 
 /// A weigher failed in a way nova reports to the caller (e.g. a required metric is missing).

@@ -45,6 +45,9 @@ impl ServiceInfo {
     }
 }
 
+/// Instance uuid → its `instance_system_metadata` rows `(key, value)`, in row order.
+pub type InstanceSystemMetadata = BTreeMap<String, Vec<(String, String)>>;
+
 /// Resources and attributes of one compute node, as nova's HostState holds them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostState {
@@ -88,6 +91,11 @@ pub struct HostState {
     pub aggregates: Vec<Arc<Aggregate>>,
     /// Uuids of the instances on this host (only keys matter to in-tree filters).
     pub instances: Arc<BTreeSet<String>>,
+    /// For ImagePropertiesWeigher only: instance uuid → its `instance_system_metadata`
+    /// rows `(key, value)` in row order (deleted rows too, as nova's `fill_metadata`
+    /// reads them), restricted to the keys that can carry image properties. `None`
+    /// when not loaded (the weigher is disabled by `image_props_weight_multiplier = 0`).
+    pub instance_system_metadata: Option<Arc<InstanceSystemMetadata>>,
     pub service: ServiceInfo,
     pub updated: Option<DateTime<Utc>>,
     /// Placement allocation requests that allocate from this compute node.

@@ -11,13 +11,29 @@ pub fn normalize(weights: &[f64], minval: Option<f64>, maxval: Option<f64>) -> V
     if weights.is_empty() {
         return Vec::new();
     }
-    let hi = maxval.unwrap_or_else(|| weights.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-    let lo = minval.unwrap_or_else(|| weights.iter().copied().fold(f64::INFINITY, f64::min));
+    let hi = maxval.unwrap_or_else(|| py_max(weights));
+    let lo = minval.unwrap_or_else(|| py_min(weights));
     if lo == hi {
         return vec![0.0; weights.len()];
     }
     let range = hi - lo;
     weights.iter().map(|w| (w - lo) / range).collect()
+}
+
+/// Python's `max(list)`: the first element, replaced by every later one that is
+/// strictly greater. Differs from `f64::max` only when NaN is involved (a NaN first
+/// element stays; a later NaN never replaces).
+fn py_max(weights: &[f64]) -> f64 {
+    weights[1..]
+        .iter()
+        .fold(weights[0], |best, &w| if w > best { w } else { best })
+}
+
+/// Python's `min(list)`, see [`py_max`].
+fn py_min(weights: &[f64]) -> f64 {
+    weights[1..]
+        .iter()
+        .fold(weights[0], |best, &w| if w < best { w } else { best })
 }
 
 #[cfg(test)]

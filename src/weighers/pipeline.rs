@@ -4,6 +4,7 @@
 use super::normalize::normalize;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
+use std::collections::BTreeMap;
 use tracing::{debug, enabled, Level};
 
 /// A candidate host (index into the request's host list) and its summed weight.
@@ -11,6 +12,43 @@ use tracing::{debug, enabled, Level};
 pub struct WeighedHost {
     pub index: usize,
     pub weight: f64,
+}
+
+/// What one weigher gave one host: nova's three debug lines ("raw weights",
+/// "normalized weights", "score (multiplier * weight)") as numbers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WeigherScore {
+    /// nova's class name of the weigher.
+    pub weigher: &'static str,
+    /// `_weigh_object`, after the `minval`/`maxval` clamp.
+    pub raw: f64,
+    /// In [0, 1] over this request's candidate list.
+    pub normalized: f64,
+    /// Config value or the host's aggregate override.
+    pub multiplier: f64,
+    /// `multiplier * normalized`: what this weigher added to the host's weight.
+    pub contribution: f64,
+}
+
+/// One candidate's weight and how each weigher made it up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostWeighing {
+    /// Index into the request's host list.
+    pub index: usize,
+    pub host: String,
+    pub nodename: String,
+    /// Sum of the contributions (the sort key).
+    pub weight: f64,
+    /// One entry per weigher, in pipeline order; empty when there was at most one
+    /// candidate (nova then runs no weigher).
+    pub scores: Vec<WeigherScore>,
+}
+
+/// The weighing of one request, hosts in the final (descending) order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WeighingExplanation {
+    pub weighers: Vec<&'static str>,
+    pub hosts: Vec<HostWeighing>,
 }
 
 /// The enabled weighers, in nova's loader order.
@@ -42,6 +80,47 @@ impl WeigherPipeline {
         candidates: &[usize],
         spec: &RequestSpec,
     ) -> Result<Vec<WeighedHost>, WeighError> {
+        self.run(hosts, candidates, spec, None)
+    }
+
+    /// [`weigh`](Self::weigh), also returning every weigher's raw, normalized and
+    /// weighted value per host.
+    pub fn weigh_explained(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+    ) -> Result<(Vec<WeighedHost>, WeighingExplanation), WeighError> {
+        let mut scores: Vec<Vec<WeigherScore>> = vec![Vec::new(); candidates.len()];
+        let weighed = self.run(hosts, candidates, spec, Some(&mut scores))?;
+        // `run` sorted the hosts; `scores` is still in candidate order.
+        let mut by_index: BTreeMap<usize, Vec<WeigherScore>> = BTreeMap::new();
+        for (&index, s) in candidates.iter().zip(scores) {
+            by_index.insert(index, s);
+        }
+        let explanation = WeighingExplanation {
+            weighers: self.names(),
+            hosts: weighed
+                .iter()
+                .map(|w| HostWeighing {
+                    index: w.index,
+                    host: hosts[w.index].host.clone(),
+                    nodename: hosts[w.index].nodename.clone(),
+                    weight: w.weight,
+                    scores: by_index.remove(&w.index).unwrap_or_default(),
+                })
+                .collect(),
+        };
+        Ok((weighed, explanation))
+    }
+
+    fn run(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        mut explain: Option<&mut Vec<Vec<WeigherScore>>>,
+    ) -> Result<Vec<WeighedHost>, WeighError> {
         let mut weighed: Vec<WeighedHost> = candidates
             .iter()
             .map(|&index| WeighedHost { index, weight: 0.0 })
@@ -49,7 +128,7 @@ impl WeigherPipeline {
         if weighed.len() <= 1 {
             return Ok(weighed);
         }
-        let explain = enabled!(Level::DEBUG);
+        let log = enabled!(Level::DEBUG);
         let mut raw = Vec::with_capacity(weighed.len());
         for weigher in &self.weighers {
             raw.clear();
@@ -65,14 +144,33 @@ impl WeigherPipeline {
                 raw.push(value);
             }
             let normalized = normalize(&raw, weigher.minval(), weigher.maxval());
+            let mut multipliers = Vec::new();
             for (i, w) in weighed.iter_mut().enumerate() {
                 let multiplier = weigher.multiplier(&hosts[w.index]);
-                w.weight += multiplier * normalized[i];
-                if explain {
-                    let h = &hosts[w.index];
-                    debug!(weigher = weigher.name(), host = %h.host, node = %h.nodename, raw = raw[i],
-                           normalized = normalized[i], multiplier, score = multiplier * normalized[i], "weighed");
+                let contribution = multiplier * normalized[i];
+                w.weight += contribution;
+                if let Some(scores) = explain.as_deref_mut() {
+                    scores[i].push(WeigherScore {
+                        weigher: weigher.name(),
+                        raw: raw[i],
+                        normalized: normalized[i],
+                        multiplier,
+                        contribution,
+                    });
                 }
+                if log {
+                    multipliers.push(multiplier);
+                }
+            }
+            if log {
+                self.log_weigher(
+                    weigher.name(),
+                    hosts,
+                    &weighed,
+                    &raw,
+                    &normalized,
+                    &multipliers,
+                );
             }
         }
         weighed.sort_by(|a, b| {
@@ -81,6 +179,52 @@ impl WeigherPipeline {
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         Ok(weighed)
+    }
+
+    /// nova's three debug lines per weigher, then one structured event per host.
+    fn log_weigher(
+        &self,
+        name: &'static str,
+        hosts: &[HostState],
+        weighed: &[WeighedHost],
+        raw: &[f64],
+        normalized: &[f64],
+        multipliers: &[f64],
+    ) {
+        let keyed = |values: &mut dyn Iterator<Item = String>| -> String {
+            let parts: Vec<String> = weighed
+                .iter()
+                .zip(values)
+                .map(|(w, v)| {
+                    let h = &hosts[w.index];
+                    format!("('{}', '{}'): {v}", h.host, h.nodename)
+                })
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        };
+        debug!(
+            "{name}: raw weights {}",
+            keyed(&mut raw.iter().map(|v| v.to_string()))
+        );
+        debug!(
+            "{name}: normalized weights {}",
+            keyed(&mut normalized.iter().map(|v| v.to_string()))
+        );
+        debug!(
+            "{name}: score (multiplier * weight) {}",
+            keyed(
+                &mut multipliers
+                    .iter()
+                    .zip(normalized)
+                    .map(|(m, n)| format!("'{m} * {n}'"))
+            )
+        );
+        for (i, w) in weighed.iter().enumerate() {
+            let h = &hosts[w.index];
+            debug!(weigher = name, host = %h.host, node = %h.nodename, raw = raw[i],
+                   normalized = normalized[i], multiplier = multipliers[i],
+                   contribution = multipliers[i] * normalized[i], "weighed");
+        }
     }
 }
 
@@ -163,6 +307,84 @@ mod tests {
         assert!(
             (got[0].1 - 0.25).abs() < 1e-12 && got[1].1.abs() < 1e-12 && got[2].1.abs() < 1e-12
         );
+    }
+
+    /// The worked example: free vCPUs 5,5,10,10,15,20,20,15,10,5 on ten hosts. nova's
+    /// CPUWeigher (floor 0) gives 0.25,0.25,0.5,...; a weigher without a floor
+    /// (HypervisorVersionWeigher, fed the same numbers) gives plain min/max
+    /// 0,0,0.33,.... Same ranking, different weights; the explanation carries both.
+    #[test]
+    fn worked_example_through_the_pipeline_and_explanation() {
+        use crate::weighers::hypervisor_version_weigher::HypervisorVersionWeigher;
+        let free = [5, 5, 10, 10, 15, 20, 20, 15, 10, 5];
+        let hosts: Vec<HostState> = free
+            .iter()
+            .enumerate()
+            .map(|(i, f)| HostState {
+                host: format!("host{}", i + 1),
+                nodename: format!("host{}", i + 1),
+                vcpus_total: *f,
+                cpu_allocation_ratio: 1.0,
+                hypervisor_version: Some(*f),
+                ..Default::default()
+            })
+            .collect();
+        let all: Vec<usize> = (0..hosts.len()).collect();
+        let p = WeigherPipeline::new(vec![
+            Box::new(CPUWeigher { multiplier: 1.0 }),
+            Box::new(HypervisorVersionWeigher { multiplier: 2.0 }),
+        ]);
+        let (sorted, explained) = p
+            .weigh_explained(&hosts, &all, &RequestSpec::default())
+            .expect("weigh");
+        let third = 1.0 / 3.0;
+        let cpu = [0.25, 0.25, 0.5, 0.5, 0.75, 1.0, 1.0, 0.75, 0.5, 0.25];
+        let plain = [
+            0.0,
+            0.0,
+            third,
+            third,
+            2.0 * third,
+            1.0,
+            1.0,
+            2.0 * third,
+            third,
+            0.0,
+        ];
+        for h in &explained.hosts {
+            let [c, v] = [&h.scores[0], &h.scores[1]];
+            assert_eq!(
+                (c.weigher, v.weigher),
+                ("CPUWeigher", "HypervisorVersionWeigher")
+            );
+            assert_eq!(c.raw, free[h.index] as f64);
+            assert!((c.normalized - cpu[h.index]).abs() < 1e-12);
+            assert!((v.normalized - plain[h.index]).abs() < 1e-12);
+            assert_eq!((c.multiplier, v.multiplier), (1.0, 2.0));
+            assert!((v.contribution - 2.0 * plain[h.index]).abs() < 1e-12);
+            assert!((h.weight - c.contribution - v.contribution).abs() < 1e-12);
+        }
+        // host6, host7 first; then 15s (host5, host8), 10s, 5s, ties in input order.
+        let order: Vec<usize> = sorted.iter().map(|w| w.index + 1).collect();
+        assert_eq!(order, vec![6, 7, 5, 8, 3, 4, 9, 1, 2, 10]);
+        assert_eq!(
+            explained.hosts.iter().map(|h| h.index).collect::<Vec<_>>(),
+            sorted.iter().map(|w| w.index).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            explained.weighers,
+            vec!["CPUWeigher", "HypervisorVersionWeigher"]
+        );
+    }
+
+    /// A single host is not weighed, so its explanation is empty.
+    #[test]
+    fn one_host_has_no_scores() {
+        let p = WeigherPipeline::new(vec![Box::new(RAMWeigher { multiplier: 1.0 })]);
+        let (_, e) = p
+            .weigh_explained(&ram_hosts(&[1]), &[0], &RequestSpec::default())
+            .expect("weigh");
+        assert!(e.hosts[0].scores.is_empty());
     }
 
     #[test]

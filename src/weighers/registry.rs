@@ -7,14 +7,15 @@ use super::cpu_weigher::CPUWeigher;
 use super::cross_cell_weigher::CrossCellWeigher;
 use super::disk_weigher::DiskWeigher;
 use super::hypervisor_version_weigher::HypervisorVersionWeigher;
+use super::image_properties_weigher::ImagePropertiesWeigher;
 use super::io_ops_weigher::IoOpsWeigher;
+use super::metrics_weigher::MetricsWeigher;
 use super::num_instances_weigher::NumInstancesWeigher;
 use super::pci_weigher::PCIWeigher;
 use super::ram_weigher::RAMWeigher;
 use super::server_group_soft_affinity_weigher::ServerGroupSoftAffinityWeigher;
 use super::server_group_soft_anti_affinity_weigher::ServerGroupSoftAntiAffinityWeigher;
 use super::{HostWeigher, WeigherPipeline};
-use tracing::info;
 
 /// The multipliers and settings weighers read, with nova's defaults.
 #[derive(Debug, Clone)]
@@ -30,9 +31,18 @@ pub struct WeigherConfig {
     pub cross_cell_move_weight_multiplier: f64,
     pub hypervisor_version_weight_multiplier: f64,
     pub num_instances_weight_multiplier: f64,
+    /// `[filter_scheduler] image_props_weight_multiplier` (0.0 disables the weigher).
     pub image_props_weight_multiplier: f64,
-    /// `[metrics] weight_setting` is empty (MetricsWeigher then weighs every host 0).
-    pub metrics_weight_setting_empty: bool,
+    /// `[filter_scheduler] image_props_weight_setting` (`name=ratio` entries).
+    pub image_props_weight_setting: Vec<String>,
+    /// `[metrics] weight_setting` (`name=ratio` entries).
+    pub metrics_weight_setting: Vec<String>,
+    /// `[metrics] weight_multiplier`.
+    pub metrics_weight_multiplier: f64,
+    /// `[metrics] required`.
+    pub metrics_required: bool,
+    /// `[metrics] weight_of_unavailable`.
+    pub metrics_weight_of_unavailable: f64,
 }
 
 impl Default for WeigherConfig {
@@ -50,7 +60,11 @@ impl Default for WeigherConfig {
             hypervisor_version_weight_multiplier: 1.0,
             num_instances_weight_multiplier: 0.0,
             image_props_weight_multiplier: 0.0,
-            metrics_weight_setting_empty: true,
+            image_props_weight_setting: Vec::new(),
+            metrics_weight_setting: Vec::new(),
+            metrics_weight_multiplier: 1.0,
+            metrics_required: true,
+            metrics_weight_of_unavailable: -10000.0,
         }
     }
 }
@@ -77,38 +91,12 @@ pub const ALL_WEIGHERS: &[&str] = &[
 const ALL_WEIGHERS_PATH: &str = "nova.scheduler.weights.all_weighers";
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", describe(.unknown, .not_implemented))]
+#[error("unknown weigher(s) in [filter_scheduler] weight_classes: {}", .unknown.join(", "))]
 pub struct UnknownWeighers {
     pub unknown: Vec<String>,
-    pub not_implemented: Vec<String>,
 }
 
-fn describe(unknown: &[String], not_implemented: &[String]) -> String {
-    let mut parts = Vec::new();
-    if !unknown.is_empty() {
-        parts.push(format!(
-            "unknown weigher(s) in [filter_scheduler] weight_classes: {}",
-            unknown.join(", ")
-        ));
-    }
-    if !not_implemented.is_empty() {
-        parts.push(format!(
-            "nova weigher(s) not implemented by this scheduler yet and not inert under this configuration: {}",
-            not_implemented.join(", ")
-        ));
-    }
-    parts.join("; ")
-}
-
-enum Built {
-    Weigher(Box<dyn HostWeigher>),
-    /// A nova weigher whose contribution is exactly 0 for every host under this config.
-    Inert(&'static str),
-    NotImplemented,
-    Unknown,
-}
-
-fn build_one(name: &str, c: &WeigherConfig) -> Built {
+fn build_one(name: &str, c: &WeigherConfig) -> Option<Box<dyn HostWeigher>> {
     let w: Box<dyn HostWeigher> = match name {
         "RAMWeigher" => Box::new(RAMWeigher {
             multiplier: c.ram_weight_multiplier,
@@ -143,18 +131,22 @@ fn build_one(name: &str, c: &WeigherConfig) -> Built {
         "ServerGroupSoftAntiAffinityWeigher" => Box::new(ServerGroupSoftAntiAffinityWeigher {
             multiplier: c.soft_anti_affinity_weight_multiplier,
         }),
-        // nova returns 0.0 for every host while the *config* multiplier is 0.0.
-        "ImagePropertiesWeigher" if c.image_props_weight_multiplier == 0.0 => {
-            return Built::Inert("ImagePropertiesWeigher")
-        }
-        // An empty weight_setting weighs every host 0, which normalizes to 0.
-        "MetricsWeigher" if c.metrics_weight_setting_empty => {
-            return Built::Inert("MetricsWeigher")
-        }
-        "ImagePropertiesWeigher" | "MetricsWeigher" => return Built::NotImplemented,
-        _ => return Built::Unknown,
+        // Kept even when they weigh every host 0 (empty setting, multiplier 0.0):
+        // nova still multiplies those zeros by each host's multiplier, and an
+        // aggregate override of `inf` or `nan` then turns the sum into NaN.
+        "MetricsWeigher" => Box::new(MetricsWeigher::new(
+            &c.metrics_weight_setting,
+            c.metrics_weight_multiplier,
+            c.metrics_required,
+            c.metrics_weight_of_unavailable,
+        )),
+        "ImagePropertiesWeigher" => Box::new(ImagePropertiesWeigher::new(
+            c.image_props_weight_multiplier,
+            &c.image_props_weight_setting,
+        )),
+        _ => return None,
     };
-    Built::Weigher(w)
+    Some(w)
 }
 
 /// Builds the pipeline from `weight_classes`.
@@ -174,20 +166,14 @@ pub fn build_pipeline(
     let mut weighers = Vec::new();
     let mut errors = UnknownWeighers {
         unknown: Vec::new(),
-        not_implemented: Vec::new(),
     };
     for (entry, name) in names {
         match build_one(name, config) {
-            Built::Weigher(w) => weighers.push(w),
-            Built::Inert(n) => info!(
-                weigher = n,
-                "{n} contributes 0 to every host under this configuration; skipped"
-            ),
-            Built::NotImplemented => errors.not_implemented.push(name.to_string()),
-            Built::Unknown => errors.unknown.push(entry),
+            Some(w) => weighers.push(w),
+            None => errors.unknown.push(entry),
         }
     }
-    if errors.unknown.is_empty() && errors.not_implemented.is_empty() {
+    if errors.unknown.is_empty() {
         Ok(WeigherPipeline::new(weighers))
     } else {
         Err(errors)
@@ -207,6 +193,7 @@ mod tests {
             vec![
                 "CrossCellWeigher",
                 "NumInstancesWeigher",
+                "MetricsWeigher",
                 "CPUWeigher",
                 "BuildFailureWeigher",
                 "ServerGroupSoftAffinityWeigher",
@@ -214,10 +201,12 @@ mod tests {
                 "RAMWeigher",
                 "DiskWeigher",
                 "PCIWeigher",
+                "ImagePropertiesWeigher",
                 "IoOpsWeigher",
                 "HypervisorVersionWeigher",
             ]
         );
+        assert_eq!(p.names(), ALL_WEIGHERS);
     }
 
     #[test]
@@ -228,13 +217,15 @@ mod tests {
         )
         .expect("ok");
         assert_eq!(p.names(), vec!["RAMWeigher"]);
-        let cfg = WeigherConfig {
-            image_props_weight_multiplier: 1.0,
-            ..Default::default()
-        };
-        let err = build_pipeline(&["Bogus".into(), "ImagePropertiesWeigher".into()], &cfg)
-            .expect_err("errors");
-        assert_eq!(err.unknown, vec!["Bogus"]);
-        assert_eq!(err.not_implemented, vec!["ImagePropertiesWeigher"]);
+        let err = build_pipeline(
+            &[
+                "Bogus".into(),
+                "nova.scheduler.weights.metrics.MetricsWeigher".into(),
+                "x.Nope".into(),
+            ],
+            &WeigherConfig::default(),
+        )
+        .expect_err("errors");
+        assert_eq!(err.unknown, vec!["Bogus", "x.Nope"]);
     }
 }

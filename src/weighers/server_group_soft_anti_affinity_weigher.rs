@@ -27,11 +27,13 @@ impl HostWeigher for ServerGroupSoftAntiAffinityWeigher {
         if group.policy.as_deref() != Some("soft-anti-affinity") {
             return Ok(0.0);
         }
+        // nova intersects sets: a member listed twice counts once.
         let members = group
             .members
             .iter()
             .filter(|m| host.instances.contains(*m))
-            .count();
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         Ok(-(members as f64))
     }
 
