@@ -155,7 +155,7 @@ fn flavor_spec(tag: &str) -> RequestSpec {
 }
 
 fn query(tag: &str) -> Vec<(String, String)> {
-    allocation_candidates_query(&flavor_spec(tag), &QueryOptions::default())
+    allocation_candidates_query(&flavor_spec(tag), &QueryOptions::default()).expect("query")
 }
 
 #[tokio::test]

@@ -80,6 +80,13 @@ pub struct RequestLevelParams {
     pub same_subtree: Vec<Vec<String>>,
 }
 
+/// nova's `NetworkRequest` (1.3): the part the request filters look at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkRequest {
+    pub network_id: Option<String>,
+    pub port_id: Option<String>,
+}
+
 /// What the scheduler reads of nova's `RequestSpec`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RequestSpec {
@@ -105,6 +112,8 @@ pub struct RequestSpec {
     pub request_level_params: RequestLevelParams,
     pub numa_topology: Option<Value>,
     pub pci_requests: Option<Value>,
+    /// `requested_networks` (a `NetworkRequestList`); empty when unset.
+    pub requested_networks: Vec<NetworkRequest>,
 }
 
 impl RequestSpec {
@@ -161,6 +170,11 @@ impl RequestSpec {
                 .unwrap_or_default(),
             numa_topology: f.get("numa_topology").cloned(),
             pci_requests: f.get("pci_requests").cloned(),
+            requested_networks: f
+                .get("requested_networks")
+                .map(NetworkRequest::list_from_primitive)
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
 
@@ -201,6 +215,32 @@ fn scalar_to_string(v: &Value) -> String {
         Value::Null => "None".to_string(),
         Value::Bool(b) => if *b { "True" } else { "False" }.to_string(),
         other => other.to_string(),
+    }
+}
+
+impl NetworkRequest {
+    /// A `NetworkRequestList` primitive.
+    pub fn list_from_primitive(value: &Value) -> Result<Vec<Self>, DecodeError> {
+        let f = Fields::new(
+            "NetworkRequestList",
+            object_data(value, "NetworkRequestList")?,
+        );
+        match f.get("objects") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    let f = Fields::new("NetworkRequest", object_data(item, "NetworkRequest")?);
+                    Ok(NetworkRequest {
+                        network_id: f.str("network_id")?,
+                        port_id: f.str("port_id")?,
+                    })
+                })
+                .collect(),
+            Some(_) => Err(DecodeError::new(
+                "NetworkRequestList.objects: expected a list",
+            )),
+            None => Ok(Vec::new()),
+        }
     }
 }
 
