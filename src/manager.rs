@@ -13,7 +13,7 @@
 //! are accepted and need no state (instances are read per request, see `cast`).
 
 mod claims;
-mod prefilters;
+pub mod prefilters;
 
 pub use prefilters::PrefilterOptions;
 

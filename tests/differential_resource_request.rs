@@ -13,11 +13,17 @@
 //! cases (default 600). A disagreement prints the case as the JSON line the oracle
 //! reads: `echo '<case>' | $VENV/bin/python tests/oracle/resource_request_oracle.py`.
 
+#[path = "common/nova_schema.rs"]
+mod nova_schema;
 #[path = "common/venv.rs"]
 mod venv;
 
+use nova_scheduler::manager::prefilters::{self, PrefilterError, PrefilterOptions};
 use nova_scheduler::model::RequestSpec;
 use nova_scheduler::placement::request_filters::{self, RequestFailure};
+use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
+use sqlx::{AssertSqlSafe, Executor, MySqlPool};
+use std::sync::Arc;
 use nova_scheduler::placement::{
     destination_target, resources_from_request_spec, QueryOptions, TargetNode,
 };
@@ -413,18 +419,8 @@ fn normalize(mut v: Value) -> Value {
     v
 }
 
-#[test]
-fn resource_requests_agree_with_nova() {
-    let venv = venv::find();
-    let seed = std::env::var("NSRS_DIFF_SEED")
-        .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
-        .unwrap_or(DEFAULT_SEED);
-    let count = std::env::var("NSRS_DIFF_CASES")
-        .map(|s| s.parse::<usize>().expect("NSRS_DIFF_CASES must be a number"))
-        .unwrap_or(DEFAULT_CASES);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let cases: Vec<Value> = (0..count).map(|_| gen_case(&mut rng)).collect();
-
+/// Starts the oracle and answers each case line.
+fn ask_oracle(venv: &std::path::Path, cases: &[Value]) -> Vec<Value> {
     let mut oracle = Command::new(venv.join("bin/python"))
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -449,16 +445,34 @@ fn resource_requests_agree_with_nova() {
     writer.join().expect("writer");
     assert!(oracle.wait().expect("oracle exit").success());
     assert_eq!(answers.len(), cases.len(), "the oracle answered every case");
+    for (case, answer) in cases.iter().zip(&answers) {
+        assert!(
+            answer.get("oracle_error").is_none(),
+            "the oracle could not evaluate a case ({}):\n{case}",
+            answer["oracle_error"]
+        );
+    }
+    answers
+}
+
+#[test]
+fn resource_requests_agree_with_nova() {
+    let venv = venv::find();
+    let seed = std::env::var("NSRS_DIFF_SEED")
+        .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
+        .unwrap_or(DEFAULT_SEED);
+    let count = std::env::var("NSRS_DIFF_CASES")
+        .map(|s| s.parse::<usize>().expect("NSRS_DIFF_CASES must be a number"))
+        .unwrap_or(DEFAULT_CASES);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let cases: Vec<Value> = (0..count).map(|_| gen_case(&mut rng)).collect();
+
+    let answers = ask_oracle(&venv, &cases);
 
     let mut failures = Vec::new();
     let (mut errors, mut pinned, mut prefilter_errors, mut answered) = (0, 0, 0, 0);
     let mut classes = std::collections::BTreeMap::new();
     for (case, theirs) in cases.iter().zip(answers) {
-        assert!(
-            theirs.get("oracle_error").is_none(),
-            "the oracle could not evaluate a case ({}):\n{case}",
-            theirs["oracle_error"]
-        );
         let theirs = normalize(theirs);
         let mine = normalize(ours(case));
         errors += usize::from(!theirs["error"].is_null());
@@ -494,4 +508,199 @@ fn resource_requests_agree_with_nova() {
     assert!(
         answered > count / 3 && errors > count / 20 && pinned > count / 20 && prefilter_errors > 0
     );
+}
+
+// ---------------------------------------------------------------------------
+// The request filters that read the API database, against nova's own on the
+// same database (schema by nova-manage, rows seeded below).
+
+const DB_PREFIX: &str = "nsrs_t_rr";
+
+/// Aggregates and metadata: tenant keys (`filter_tenant_id*`, other keys with the
+/// project as value), AZs, and `trait:*=required` isolation rows, with the case and
+/// trailing-space variants MariaDB's collation treats as equal.
+const AGGREGATES: [(&str, &[(&str, &str)]); 7] = [
+    ("ag000001-0000-4000-8000-000000000001", &[("filter_tenant_id", "p1"), ("availability_zone", "az1"), ("trait:CUSTOM_X", "required")]),
+    ("ag000002-0000-4000-8000-000000000002", &[("filter_tenant_id2", "p1"), ("trait:CUSTOM_Y", "required"), ("trait:CUSTOM_X", "required")]),
+    ("ag000003-0000-4000-8000-000000000003", &[("other", "p1"), ("TRAIT:CUSTOM_Z", "required")]),
+    ("ag000004-0000-4000-8000-000000000004", &[("filter_tenant_id", "p2"), ("availability_zone", "az2"), ("Filter_Tenant_Id3", "p1")]),
+    ("ag000005-0000-4000-8000-000000000005", &[("trait:CUSTOM_W", "Required"), ("availability_zone", "az1")]),
+    ("ag000006-0000-4000-8000-000000000006", &[("filter_tenant_id", "P1 "), ("trait:CUSTOM_V", "forbidden")]),
+    ("ag000007-0000-4000-8000-000000000007", &[]),
+];
+
+fn resolver() -> CellUrlResolver {
+    Arc::new(|url: &str| {
+        Ok(url
+            .replace("mysql+pymysql://", "mysql://")
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_string())
+    })
+}
+
+async fn seed_api(api: &MySqlPool) -> Result<(), sqlx::Error> {
+    for (i, (uuid, metadata)) in AGGREGATES.iter().enumerate() {
+        let id = i as i64 + 1;
+        sqlx::query("INSERT INTO aggregates (id, uuid, name, created_at) VALUES (?, ?, ?, NOW())")
+            .bind(id)
+            .bind(uuid)
+            .bind(format!("agg{id}"))
+            .execute(api)
+            .await?;
+        for (k, v) in metadata.iter() {
+            sqlx::query(
+                "INSERT INTO aggregate_metadata (aggregate_id, `key`, value, created_at) \
+                 VALUES (?, ?, ?, NOW())",
+            )
+            .bind(id)
+            .bind(k)
+            .bind(v)
+            .execute(api)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+fn gen_db_case(rng: &mut StdRng) -> (Value, PrefilterOptions) {
+    let mut extra = Map::new();
+    for t in ["CUSTOM_X", "CUSTOM_Y", "CUSTOM_W", "CUSTOM_V"] {
+        if chance(rng, 0.3) {
+            extra.insert(format!("trait:{t}"), json!(pick(rng, &["required", "required", "forbidden"])));
+        }
+    }
+    if chance(rng, 0.1) {
+        extra.insert("hw:cpu_policy".into(), json!("bogus"));
+    }
+    let traits = if chance(rng, 0.3) { json!(["CUSTOM_Z"]) } else { json!([]) };
+    let mut data = json!({
+        "flavor": envelope("Flavor", "1.2", json!({
+            "name": "f", "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0,
+            "swap": 0, "extra_specs": extra,
+        })),
+        "image": envelope("ImageMeta", "1.8", json!({
+            "name": "img",
+            "properties": envelope("ImageMetaProps", "1.44", json!({"traits_required": traits})),
+        })),
+        "project_id": pick(rng, &["p1", "p2", "p3", "P1"]),
+        "user_id": "u1",
+        "is_bfv": false,
+    });
+    // The conductor always sets it (nova's AZ filter fails on it unset).
+    data["availability_zone"] = if chance(rng, 0.7) {
+        json!(pick(rng, &["az1", "az2", "az3", ""]))
+    } else {
+        Value::Null
+    };
+    if chance(rng, 0.3) {
+        data["requested_destination"] = envelope(
+            "Destination",
+            "1.4",
+            json!({"aggregates": ["pre-existing"], "forbidden_aggregates": ["pre-forbidden"]}),
+        );
+    }
+    let opts = PrefilterOptions {
+        limit_tenants_to_placement_aggregate: chance(rng, 0.6),
+        placement_aggregate_required_for_tenants: chance(rng, 0.5),
+        enable_isolated_aggregate_filtering: chance(rng, 0.6),
+        ..PrefilterOptions::default()
+    };
+    (envelope("RequestSpec", "1.14", data), opts)
+}
+
+fn sorted_destination(spec: &RequestSpec) -> (Value, Value) {
+    match &spec.requested_destination {
+        None => (Value::Null, Value::Null),
+        Some(d) => {
+            let aggs: Vec<Vec<String>> = d
+                .aggregates
+                .iter()
+                .map(|e| {
+                    let mut v: Vec<String> = e.split(',').map(str::to_string).collect();
+                    v.sort();
+                    v
+                })
+                .collect();
+            (json!(aggs), json!(d.forbidden_aggregates))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_request_filters_agree_with_nova() {
+    let venv = venv::find();
+    let prefix = nova_schema::tagged(DB_PREFIX);
+    nova_schema::create(&venv, &prefix, &["cell1"])
+        .await
+        .unwrap_or_else(|e| panic!("nova schema: {e}"));
+    let api_db = format!("{prefix}_api");
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&api_db)).await.expect("api db");
+    api.execute(AssertSqlSafe("DELETE FROM aggregate_metadata".to_string())).await.expect("clean");
+    seed_api(&api).await.expect("seed aggregates");
+    let store = HostStateStore::connect(StateOptions::new(
+        nova_schema::sqlx_url(&api_db),
+        nova_schema::sqlx_url(&format!("{prefix}_cell0")),
+        resolver(),
+    ))
+    .await
+    .expect("state store");
+
+    let mut rng = StdRng::seed_from_u64(DEFAULT_SEED);
+    let generated: Vec<(Value, PrefilterOptions)> = (0..300).map(|_| gen_db_case(&mut rng)).collect();
+    let cases: Vec<Value> = generated
+        .iter()
+        .map(|(spec, o)| {
+            json!({"db_case": {
+                "api_db": nova_schema::sqla_url(&api_db),
+                "spec": spec,
+                "options": {
+                    "limit_tenants_to_placement_aggregate": o.limit_tenants_to_placement_aggregate,
+                    "placement_aggregate_required_for_tenants": o.placement_aggregate_required_for_tenants,
+                    "enable_isolated_aggregate_filtering": o.enable_isolated_aggregate_filtering,
+                },
+            }})
+        })
+        .collect();
+    let answers = tokio::task::block_in_place(|| ask_oracle(&venv, &cases));
+
+    let mut failures = Vec::new();
+    let (mut required, mut forbidden, mut failed) = (0, 0, 0);
+    for ((spec_json, opts), (case, theirs)) in generated.iter().zip(cases.iter().zip(answers)) {
+        let mut spec = RequestSpec::from_primitive(spec_json).expect("decode");
+        let run = async {
+            prefilters::require_tenant_aggregate(&mut spec, &store, opts).await?;
+            prefilters::map_az_to_placement_aggregate(&mut spec, &store).await?;
+            prefilters::isolate_aggregates(&mut spec, &store, opts).await
+        };
+        let error = match run.await {
+            Ok(()) => Value::Null,
+            Err(PrefilterError::NoValidHost(reason)) => json!(["RequestFilterFailed", reason]),
+            Err(PrefilterError::Nova(e)) => json!([e.class, e.message]),
+            Err(PrefilterError::Database(e)) => panic!("database: {e}"),
+        };
+        let (aggregates, forbidden_aggregates) = sorted_destination(&spec);
+        let mine = json!({"aggregates": aggregates, "forbidden_aggregates": forbidden_aggregates, "error": error});
+        required += usize::from(theirs["aggregates"].as_array().is_some_and(|a| !a.is_empty()));
+        forbidden += usize::from(theirs["forbidden_aggregates"].as_array().is_some_and(|a| !a.is_empty()));
+        failed += usize::from(!theirs["error"].is_null());
+        if mine != theirs {
+            failures.push(format!("case: {case}\n nova: {theirs}\n ours: {mine}"));
+        }
+    }
+    eprintln!(
+        "{} database cases: {} disagree; {required} with required aggregates, {forbidden} with \
+         forbidden ones, {failed} failed",
+        cases.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases disagree with nova; first ones:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+    assert!(required > 30 && forbidden > 30 && failed > 3);
 }

@@ -142,7 +142,7 @@ fn destination(spec: &mut RequestSpec) -> &mut Destination {
 /// `require_tenant_aggregate`: aggregates with a `filter_tenant_id*` metadata row
 /// whose value is the project (nova's `AggregateList.get_by_metadata(value=...)`
 /// loads only the matching rows, then tests the key prefix in Python).
-async fn require_tenant_aggregate(
+pub async fn require_tenant_aggregate(
     spec: &mut RequestSpec,
     store: &HostStateStore,
     opts: &PrefilterOptions,
@@ -181,7 +181,7 @@ async fn require_tenant_aggregate(
 }
 
 /// `map_az_to_placement_aggregate`: nothing added when no aggregate has the AZ.
-async fn map_az_to_placement_aggregate(
+pub async fn map_az_to_placement_aggregate(
     spec: &mut RequestSpec,
     store: &HostStateStore,
 ) -> Result<(), PrefilterError> {
@@ -202,7 +202,7 @@ async fn map_az_to_placement_aggregate(
 
 /// `isolate_aggregates`: forbid aggregates that require (`trait:<T>=required`) a
 /// trait the request does not ask for (`AggregateList.get_non_matching_by_metadata_keys`).
-async fn isolate_aggregates(
+pub async fn isolate_aggregates(
     spec: &mut RequestSpec,
     store: &HostStateStore,
     opts: &PrefilterOptions,

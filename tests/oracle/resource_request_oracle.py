@@ -24,6 +24,13 @@ again on the same spec (the manager's fallback query). The only stand-in is the
 compute-node lookup of the target host/node (a database read), which answers the
 nodes given in "target_nodes" as nova ComputeNode objects.
 
+A line {"db_case": {"api_db": <SQLAlchemy URL>, "spec": <primitive>,
+"options": {<[scheduler] option>: bool}}} instead runs nova's database-reading
+request filters require_tenant_aggregate, map_az_to_placement_aggregate and
+isolate_aggregates (in nova's order) against that API database and answers
+{"aggregates": [[uuid, ...], ...] (each entry split and sorted),
+ "forbidden_aggregates": [...], "error": null | [class, str(exc)]}.
+
 Anything the oracle itself cannot build is answered {"oracle_error": text}.
 Run with the venv's python.
 """
@@ -116,13 +123,49 @@ def run(case):
     return out
 
 
+DB_FILTERS = [
+    request_filter.require_tenant_aggregate,
+    request_filter.map_az_to_placement_aggregate,
+    request_filter.isolate_aggregates,
+]
+_db_configured = []
+
+
+def run_db(case):
+    from nova import context as nova_context
+    from nova.db.api import api as api_db_api
+    if not _db_configured:
+        CONF.set_override("connection", case["api_db"], group="api_database")
+        api_db_api.configure(CONF)
+        _db_configured.append(True)
+    spec = objects.RequestSpec.obj_from_primitive(case["spec"])
+    for opt, value in case.get("options", {}).items():
+        CONF.set_override(opt, value, group="scheduler")
+    out = {"aggregates": None, "forbidden_aggregates": None, "error": None}
+    ctxt = nova_context.get_admin_context()
+    try:
+        for f in DB_FILTERS:
+            f(ctxt, spec)
+    except Exception as e:  # noqa: BLE001
+        out["error"] = exc_pair(e)
+    finally:
+        for opt in case.get("options", {}):
+            CONF.clear_override(opt, group="scheduler")
+    d = spec.requested_destination if "requested_destination" in spec else None
+    if d is not None:
+        out["aggregates"] = [sorted(e.split(",")) for e in (d.aggregates or [])]
+        out["forbidden_aggregates"] = sorted(d.forbidden_aggregates or [])
+    return out
+
+
 def main():
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
         try:
-            answer = run(json.loads(line))
+            case = json.loads(line)
+            answer = run_db(case["db_case"]) if "db_case" in case else run(case)
         except Exception as e:  # noqa: BLE001
             answer = {"oracle_error": "%s: %s" % (type(e).__name__, e)}
         finally:
