@@ -21,18 +21,18 @@ mod venv;
 use nova_scheduler::manager::prefilters::{self, PrefilterError, PrefilterOptions};
 use nova_scheduler::model::RequestSpec;
 use nova_scheduler::placement::request_filters::{self, RequestFailure};
-use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
-use sqlx::{AssertSqlSafe, Executor, MySqlPool};
-use std::sync::Arc;
 use nova_scheduler::placement::{
     destination_target, resources_from_request_spec, QueryOptions, TargetNode,
 };
+use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
 use serde_json::{json, Map, Value};
+use sqlx::{AssertSqlSafe, Executor, MySqlPool};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 const DEFAULT_SEED: u64 = 0x5EED_0005;
 const DEFAULT_CASES: usize = 1000;
@@ -96,24 +96,56 @@ fn gen_extra_specs(rng: &mut StdRng) -> Map<String, Value> {
     let trait_values = ["required", "forbidden", "bogus"];
     let options: [(&str, &[&str]); 24] = [
         ("group_policy", &["none", "isolate", "bad"]),
-        ("hw:cpu_policy", &["dedicated", "dedicated", "shared", "mixed", "mixed", "bogus", ""]),
-        ("hw:cpu_thread_policy", &["prefer", "isolate", "require", "bogus", ""]),
+        (
+            "hw:cpu_policy",
+            &[
+                "dedicated",
+                "dedicated",
+                "shared",
+                "mixed",
+                "mixed",
+                "bogus",
+                "",
+            ],
+        ),
+        (
+            "hw:cpu_thread_policy",
+            &["prefer", "isolate", "require", "bogus", ""],
+        ),
         ("hw:emulator_threads_policy", &["share", "isolate", "bogus"]),
-        ("hw:cpu_dedicated_mask", &["^0", "1-2", "0", "0-15", "^0-1", "x", "3-1", "^9", "0-1,^1"]),
+        (
+            "hw:cpu_dedicated_mask",
+            &["^0", "1-2", "0", "0-15", "^0-1", "x", "3-1", "^9", "0-1,^1"],
+        ),
         ("hw:cpu_realtime", &["yes", "no", "True"]),
         ("hw:cpu_realtime_mask", &["^0", "0-1", "^0-1", "0-99"]),
         ("hw:mem_encryption", &["true", "false", " yes ", "0"]),
-        ("hw:mem_encryption_model", &["amd-sev", "amd-sev-es", "amd-sev-snp", "intel-tdx", "bogus"]),
-        ("hw:pmem", &["small,large", " small , ,small", "4GB-a.b", ""]),
+        (
+            "hw:mem_encryption_model",
+            &["amd-sev", "amd-sev-es", "amd-sev-snp", "intel-tdx", "bogus"],
+        ),
+        (
+            "hw:pmem",
+            &["small,large", " small , ,small", "4GB-a.b", ""],
+        ),
         ("hw:tpm_version", &["1.2", "2.0", "3", ""]),
         ("hw:tpm_model", &["tpm-tis", "tpm-crb", "x"]),
-        ("hw:tpm_secret_security", &["user", "host", "deployment", "bad", ""]),
-        ("hw:pci_numa_affinity_policy", &["socket", "required", "bad"]),
+        (
+            "hw:tpm_secret_security",
+            &["user", "host", "deployment", "bad", ""],
+        ),
+        (
+            "hw:pci_numa_affinity_policy",
+            &["socket", "required", "bad"],
+        ),
         ("os:secure_boot", &["required", "disabled", "bad"]),
         ("hw:maxphysaddr_mode", &["passthrough", "emulate", "bad"]),
         ("hw:virtio_packed_ring", &["true", "false", "on"]),
         ("hw:ephemeral_encryption", &["true", "false"]),
-        ("hw:ephemeral_encryption_format", &["luks", "plain", "luksv2", "bad"]),
+        (
+            "hw:ephemeral_encryption_format",
+            &["luks", "plain", "luksv2", "bad"],
+        ),
         ("hw:sound_model", &["virtio", "ac97", "bad"]),
         ("accel:device_profile", &["dp1", ""]),
         ("hw:cpu_realtime_mask", &["^1"]),
@@ -141,12 +173,18 @@ fn gen_extra_specs(rng: &mut StdRng) -> Map<String, Value> {
         }
         2 => {
             specs.insert("hw:cpu_policy".into(), json!("mixed"));
-            specs.insert("hw:cpu_dedicated_mask".into(), json!(pick(rng, &["^0", "1", "1-2", "^0-1"])));
+            specs.insert(
+                "hw:cpu_dedicated_mask".into(),
+                json!(pick(rng, &["^0", "1", "1-2", "^0-1"])),
+            );
         }
         3 => {
             specs.insert("hw:cpu_policy".into(), json!("mixed"));
             specs.insert("hw:cpu_realtime".into(), json!("yes"));
-            specs.insert("hw:cpu_realtime_mask".into(), json!(pick(rng, &["^0", "1-2", "^0-1"])));
+            specs.insert(
+                "hw:cpu_realtime_mask".into(),
+                json!(pick(rng, &["^0", "1-2", "^0-1"])),
+            );
         }
         _ => {}
     }
@@ -157,30 +195,73 @@ fn gen_extra_specs(rng: &mut StdRng) -> Map<String, Value> {
 /// `with_disk_format`: nova's image-type prefilter reads it unconditionally.
 fn gen_image(rng: &mut StdRng, with_disk_format: bool) -> Value {
     let options: [(&str, &[Value]); 25] = [
-        ("traits_required", &[json!(["HW_CPU_X86_SSE"]), json!(["CUSTOM_IMG", "HW_CPU_HYPERTHREADING"]), json!([])]),
-        ("hw_cpu_policy", &[json!("dedicated"), json!("shared"), json!("mixed")]),
-        ("hw_cpu_thread_policy", &[json!("prefer"), json!("isolate"), json!("require")]),
+        (
+            "traits_required",
+            &[
+                json!(["HW_CPU_X86_SSE"]),
+                json!(["CUSTOM_IMG", "HW_CPU_HYPERTHREADING"]),
+                json!([]),
+            ],
+        ),
+        (
+            "hw_cpu_policy",
+            &[json!("dedicated"), json!("shared"), json!("mixed")],
+        ),
+        (
+            "hw_cpu_thread_policy",
+            &[json!("prefer"), json!("isolate"), json!("require")],
+        ),
         ("hw_cpu_realtime_mask", &[json!("^0"), json!("0")]),
         ("hw_mem_encryption", &[json!(true), json!(false)]),
-        ("hw_mem_encryption_model", &[json!("amd-sev"), json!("amd-sev-snp"), json!("intel-tdx")]),
-        ("hw_firmware_type", &[json!("uefi"), json!("uefi"), json!("bios")]),
+        (
+            "hw_mem_encryption_model",
+            &[json!("amd-sev"), json!("amd-sev-snp"), json!("intel-tdx")],
+        ),
+        (
+            "hw_firmware_type",
+            &[json!("uefi"), json!("uefi"), json!("bios")],
+        ),
         ("hw_firmware_stateless", &[json!(true), json!(false)]),
         ("hw_machine_type", &[json!("q35"), json!("pc-i440fx-2.11")]),
-        ("hw_video_model", &[json!("none"), json!("virtio"), json!("vga")]),
+        (
+            "hw_video_model",
+            &[json!("none"), json!("virtio"), json!("vga")],
+        ),
         ("hw_tpm_version", &[json!("1.2"), json!("2.0")]),
         ("hw_tpm_model", &[json!("tpm-tis"), json!("tpm-crb")]),
         ("os_secure_boot", &[json!("required"), json!("optional")]),
-        ("hw_maxphysaddr_mode", &[json!("passthrough"), json!("emulate")]),
-        ("hw_pci_numa_affinity_policy", &[json!("socket"), json!("legacy")]),
+        (
+            "hw_maxphysaddr_mode",
+            &[json!("passthrough"), json!("emulate")],
+        ),
+        (
+            "hw_pci_numa_affinity_policy",
+            &[json!("socket"), json!("legacy")],
+        ),
         ("hw_ephemeral_encryption", &[json!(true), json!(false)]),
-        ("hw_ephemeral_encryption_format", &[json!("luks"), json!("plain")]),
+        (
+            "hw_ephemeral_encryption_format",
+            &[json!("luks"), json!("plain")],
+        ),
         ("hw_sound_model", &[json!("virtio"), json!("usb")]),
         ("hw_virtio_packed_ring", &[json!(true), json!(false)]),
-        ("hw_disk_bus", &[json!("virtio"), json!("scsi"), json!("uml")]),
+        (
+            "hw_disk_bus",
+            &[json!("virtio"), json!("scsi"), json!("uml")],
+        ),
         ("hw_cdrom_bus", &[json!("sata"), json!("ide")]),
-        ("hw_vif_model", &[json!("virtio"), json!("spapr-vlan"), json!("e1000e")]),
-        ("hw_architecture", &[json!("x86_64"), json!("armv7l"), json!("aarch64")]),
-        ("hw_emulation_architecture", &[json!("aarch64"), json!("ppc64le"), json!("i686")]),
+        (
+            "hw_vif_model",
+            &[json!("virtio"), json!("spapr-vlan"), json!("e1000e")],
+        ),
+        (
+            "hw_architecture",
+            &[json!("x86_64"), json!("armv7l"), json!("aarch64")],
+        ),
+        (
+            "hw_emulation_architecture",
+            &[json!("aarch64"), json!("ppc64le"), json!("i686")],
+        ),
         ("hw_viommu_model", &[json!("intel"), json!("virtio")]),
     ];
     let mut props = Map::new();
@@ -206,13 +287,24 @@ fn gen_request_group(rng: &mut StdRng, pci_ids: &[String]) -> Value {
         0 => None,
         1 => Some(String::new()),
         2 => Some("1".into()),
-        3..=6 if !pci_ids.is_empty() => Some(format!("{}-{}", pick(rng, pci_ids), rng.random_range(0..2))),
+        3..=6 if !pci_ids.is_empty() => {
+            Some(format!("{}-{}", pick(rng, pci_ids), rng.random_range(0..2)))
+        }
         _ => Some(uuid(rng, 0xd0)),
     };
     let mut resources = Map::new();
     let range = if chance(rng, 0.9) { 1..3 } else { 0..1 };
     for _ in 0..rng.random_range(range) {
-        let rc = pick(rng, &["NET_BW_EGR_KILOBIT_PER_SEC", "NET_BW_IGR_KILOBIT_PER_SEC", "CUSTOM_PCI_DEV", "VCPU", "MEMORY_MB"]);
+        let rc = pick(
+            rng,
+            &[
+                "NET_BW_EGR_KILOBIT_PER_SEC",
+                "NET_BW_IGR_KILOBIT_PER_SEC",
+                "CUSTOM_PCI_DEV",
+                "VCPU",
+                "MEMORY_MB",
+            ],
+        );
         resources.insert(rc.into(), json!(pick(rng, &[0, 1, 1000])));
     }
     let mut data = json!({
@@ -270,7 +362,8 @@ fn gen_case(rng: &mut StdRng) -> Value {
             "1.4",
             json!({"count": 1, "spec": [{"vendor_id": "8086"}], "alias_name": "a1", "request_id": pci_ids[0]}),
         );
-        data["pci_requests"] = envelope("InstancePCIRequests", "1.1", json!({"requests": [request]}));
+        data["pci_requests"] =
+            envelope("InstancePCIRequests", "1.1", json!({"requests": [request]}));
     }
     if chance(rng, 0.35) {
         let groups: Vec<Value> = (0..rng.random_range(1..3))
@@ -299,10 +392,24 @@ fn gen_case(rng: &mut StdRng) -> Value {
             dest.insert("node".into(), json!(pick(rng, &["n1", ""])));
         }
         if chance(rng, 0.5) {
-            dest.insert("aggregates".into(), pick(rng, &[json!(["b2,a1", "c3"]), json!(["z9"]), json!([]), Value::Null]));
+            dest.insert(
+                "aggregates".into(),
+                pick(
+                    rng,
+                    &[
+                        json!(["b2,a1", "c3"]),
+                        json!(["z9"]),
+                        json!([]),
+                        Value::Null,
+                    ],
+                ),
+            );
         }
         if chance(rng, 0.4) {
-            dest.insert("forbidden_aggregates".into(), pick(rng, &[json!(["f2", "f1"]), json!([]), Value::Null]));
+            dest.insert(
+                "forbidden_aggregates".into(),
+                pick(rng, &[json!(["f2", "f1"]), json!([]), Value::Null]),
+            );
         }
         data["requested_destination"] = envelope("Destination", "1.4", Value::Object(dest));
     }
@@ -313,7 +420,16 @@ fn gen_case(rng: &mut StdRng) -> Value {
         data["force_nodes"] = json!(["n1"]);
     }
     if chance(rng, 0.4) {
-        let key = pick(rng, &["group", "same_host", "different_host", "foo", "_nova_check_type"]);
+        let key = pick(
+            rng,
+            &[
+                "group",
+                "same_host",
+                "different_host",
+                "foo",
+                "_nova_check_type",
+            ],
+        );
         data["scheduler_hints"] = json!({ key: ["x"] });
     }
     let spec = envelope("RequestSpec", "1.14", data);
@@ -378,7 +494,10 @@ fn ours(case: &Value) -> Value {
                 .map(|n| TargetNode {
                     uuid: n["uuid"].as_str().unwrap_or_default().into(),
                     host: n["host"].as_str().unwrap_or_default().into(),
-                    hypervisor_hostname: n["hypervisor_hostname"].as_str().unwrap_or_default().into(),
+                    hypervisor_hostname: n["hypervisor_hostname"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .into(),
                 })
                 .collect()
         })
@@ -462,7 +581,10 @@ fn resource_requests_agree_with_nova() {
         .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
         .unwrap_or(DEFAULT_SEED);
     let count = std::env::var("NSRS_DIFF_CASES")
-        .map(|s| s.parse::<usize>().expect("NSRS_DIFF_CASES must be a number"))
+        .map(|s| {
+            s.parse::<usize>()
+                .expect("NSRS_DIFF_CASES must be a number")
+        })
         .unwrap_or(DEFAULT_CASES);
     let mut rng = StdRng::seed_from_u64(seed);
     let cases: Vec<Value> = (0..count).map(|_| gen_case(&mut rng)).collect();
@@ -502,7 +624,12 @@ fn resource_requests_agree_with_nova() {
         "{} of {} cases disagree with nova; first ones:\n{}",
         failures.len(),
         cases.len(),
-        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n\n")
     );
     // The generator must reach the interesting paths, or the test proves little.
     assert!(
@@ -520,12 +647,42 @@ const DB_PREFIX: &str = "nsrs_t_rr";
 /// project as value), AZs, and `trait:*=required` isolation rows, with the case and
 /// trailing-space variants MariaDB's collation treats as equal.
 const AGGREGATES: [(&str, &[(&str, &str)]); 7] = [
-    ("ag000001-0000-4000-8000-000000000001", &[("filter_tenant_id", "p1"), ("availability_zone", "az1"), ("trait:CUSTOM_X", "required")]),
-    ("ag000002-0000-4000-8000-000000000002", &[("filter_tenant_id2", "p1"), ("trait:CUSTOM_Y", "required"), ("trait:CUSTOM_X", "required")]),
-    ("ag000003-0000-4000-8000-000000000003", &[("other", "p1"), ("TRAIT:CUSTOM_Z", "required")]),
-    ("ag000004-0000-4000-8000-000000000004", &[("filter_tenant_id", "p2"), ("availability_zone", "az2"), ("Filter_Tenant_Id3", "p1")]),
-    ("ag000005-0000-4000-8000-000000000005", &[("trait:CUSTOM_W", "Required"), ("availability_zone", "az1")]),
-    ("ag000006-0000-4000-8000-000000000006", &[("filter_tenant_id", "P1 "), ("trait:CUSTOM_V", "forbidden")]),
+    (
+        "ag000001-0000-4000-8000-000000000001",
+        &[
+            ("filter_tenant_id", "p1"),
+            ("availability_zone", "az1"),
+            ("trait:CUSTOM_X", "required"),
+        ],
+    ),
+    (
+        "ag000002-0000-4000-8000-000000000002",
+        &[
+            ("filter_tenant_id2", "p1"),
+            ("trait:CUSTOM_Y", "required"),
+            ("trait:CUSTOM_X", "required"),
+        ],
+    ),
+    (
+        "ag000003-0000-4000-8000-000000000003",
+        &[("other", "p1"), ("TRAIT:CUSTOM_Z", "required")],
+    ),
+    (
+        "ag000004-0000-4000-8000-000000000004",
+        &[
+            ("filter_tenant_id", "p2"),
+            ("availability_zone", "az2"),
+            ("Filter_Tenant_Id3", "p1"),
+        ],
+    ),
+    (
+        "ag000005-0000-4000-8000-000000000005",
+        &[("trait:CUSTOM_W", "Required"), ("availability_zone", "az1")],
+    ),
+    (
+        "ag000006-0000-4000-8000-000000000006",
+        &[("filter_tenant_id", "P1 "), ("trait:CUSTOM_V", "forbidden")],
+    ),
     ("ag000007-0000-4000-8000-000000000007", &[]),
 ];
 
@@ -568,13 +725,20 @@ fn gen_db_case(rng: &mut StdRng) -> (Value, PrefilterOptions) {
     let mut extra = Map::new();
     for t in ["CUSTOM_X", "CUSTOM_Y", "CUSTOM_W", "CUSTOM_V"] {
         if chance(rng, 0.3) {
-            extra.insert(format!("trait:{t}"), json!(pick(rng, &["required", "required", "forbidden"])));
+            extra.insert(
+                format!("trait:{t}"),
+                json!(pick(rng, &["required", "required", "forbidden"])),
+            );
         }
     }
     if chance(rng, 0.1) {
         extra.insert("hw:cpu_policy".into(), json!("bogus"));
     }
-    let traits = if chance(rng, 0.3) { json!(["CUSTOM_Z"]) } else { json!([]) };
+    let traits = if chance(rng, 0.3) {
+        json!(["CUSTOM_Z"])
+    } else {
+        json!([])
+    };
     let mut data = json!({
         "flavor": envelope("Flavor", "1.2", json!({
             "name": "f", "vcpus": 1, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0,
@@ -636,8 +800,12 @@ async fn database_request_filters_agree_with_nova() {
         .await
         .unwrap_or_else(|e| panic!("nova schema: {e}"));
     let api_db = format!("{prefix}_api");
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&api_db)).await.expect("api db");
-    api.execute(AssertSqlSafe("DELETE FROM aggregate_metadata".to_string())).await.expect("clean");
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&api_db))
+        .await
+        .expect("api db");
+    api.execute(AssertSqlSafe("DELETE FROM aggregate_metadata".to_string()))
+        .await
+        .expect("clean");
     seed_api(&api).await.expect("seed aggregates");
     let store = HostStateStore::connect(StateOptions::new(
         nova_schema::sqlx_url(&api_db),
@@ -648,7 +816,8 @@ async fn database_request_filters_agree_with_nova() {
     .expect("state store");
 
     let mut rng = StdRng::seed_from_u64(DEFAULT_SEED);
-    let generated: Vec<(Value, PrefilterOptions)> = (0..300).map(|_| gen_db_case(&mut rng)).collect();
+    let generated: Vec<(Value, PrefilterOptions)> =
+        (0..300).map(|_| gen_db_case(&mut rng)).collect();
     let cases: Vec<Value> = generated
         .iter()
         .map(|(spec, o)| {
@@ -682,8 +851,16 @@ async fn database_request_filters_agree_with_nova() {
         };
         let (aggregates, forbidden_aggregates) = sorted_destination(&spec);
         let mine = json!({"aggregates": aggregates, "forbidden_aggregates": forbidden_aggregates, "error": error});
-        required += usize::from(theirs["aggregates"].as_array().is_some_and(|a| !a.is_empty()));
-        forbidden += usize::from(theirs["forbidden_aggregates"].as_array().is_some_and(|a| !a.is_empty()));
+        required += usize::from(
+            theirs["aggregates"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+        );
+        forbidden += usize::from(
+            theirs["forbidden_aggregates"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+        );
         failed += usize::from(!theirs["error"].is_null());
         if mine != theirs {
             failures.push(format!("case: {case}\n nova: {theirs}\n ours: {mine}"));
@@ -700,7 +877,12 @@ async fn database_request_filters_agree_with_nova() {
         "{} of {} cases disagree with nova; first ones:\n{}",
         failures.len(),
         cases.len(),
-        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
+        failures
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n\n")
     );
     assert!(required > 30 && forbidden > 30 && failed > 3);
 }

@@ -59,10 +59,12 @@ impl PrefilterOptions {
     /// differently from nova.
     pub fn check(&self) -> Result<(), String> {
         if self.query_placement_for_routed_network_aggregates {
-            return Err("[scheduler] query_placement_for_routed_network_aggregates = True needs \
+            return Err(
+                "[scheduler] query_placement_for_routed_network_aggregates = True needs \
                         Neutron segment lookups, which nova-scheduler-rs does not do; run \
                         nova-scheduler for routed networks"
-                .into());
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -251,8 +253,10 @@ pub async fn isolate_aggregates(
 /// `remote_managed_ports_filter` needs Neutron (`is_remote_managed_port`): not done.
 fn remote_managed_ports_filter(spec: &RequestSpec) {
     if spec.requested_networks.iter().any(|n| n.port_id.is_some()) {
-        warn!("the request names ports; nova-scheduler-rs cannot ask Neutron whether they are \
-               remote-managed, so COMPUTE_REMOTE_MANAGED_PORTS is not required");
+        warn!(
+            "the request names ports; nova-scheduler-rs cannot ask Neutron whether they are \
+               remote-managed, so COMPUTE_REMOTE_MANAGED_PORTS is not required"
+        );
     }
 }
 

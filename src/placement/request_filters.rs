@@ -229,9 +229,10 @@ pub fn ephemeral_encryption_filter(spec: &mut RequestSpec) -> Result<bool, Reque
         .root_required
         .insert("COMPUTE_EPHEMERAL_ENCRYPTION".into());
     if let Some(format) = hardware::ephemeral_encryption_format(&spec.flavor, &image)? {
-        spec.request_level_params
-            .root_required
-            .insert(format!("COMPUTE_EPHEMERAL_ENCRYPTION_{}", format.to_uppercase()));
+        spec.request_level_params.root_required.insert(format!(
+            "COMPUTE_EPHEMERAL_ENCRYPTION_{}",
+            format.to_uppercase()
+        ));
     }
     Ok(true)
 }
@@ -340,8 +341,18 @@ mod tests {
     fn image_metadata_is_all_or_nothing() {
         let mut s = with_image(json!({"hw_disk_bus": "virtio", "hw_vif_model": "spapr-vlan"}));
         assert!(transform_image_metadata(&mut s, true));
-        let want: Vec<&str> = vec!["COMPUTE_NET_VIF_MODEL_SPAPR_VLAN", "COMPUTE_STORAGE_BUS_VIRTIO"];
-        assert_eq!(s.request_level_params.root_required.iter().map(String::as_str).collect::<Vec<_>>(), want);
+        let want: Vec<&str> = vec![
+            "COMPUTE_NET_VIF_MODEL_SPAPR_VLAN",
+            "COMPUTE_STORAGE_BUS_VIRTIO",
+        ];
+        assert_eq!(
+            s.request_level_params
+                .root_required
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            want
+        );
         // `intel` gives COMPUTE_VIOMMU_INTEL, which os-traits does not have.
         let mut s = with_image(json!({"hw_disk_bus": "virtio", "hw_viommu_model": "intel"}));
         assert!(!transform_image_metadata(&mut s, true));
@@ -352,9 +363,14 @@ mod tests {
     fn image_type_and_tpm_security() {
         let mut s = with_image(json!({}));
         assert!(require_image_type_support(&mut s, true));
-        assert!(s.request_level_params.root_required.contains("COMPUTE_IMAGE_TYPE_QCOW2"));
+        assert!(s
+            .request_level_params
+            .root_required
+            .contains("COMPUTE_IMAGE_TYPE_QCOW2"));
         let mut s = with_image(json!({"hw_tpm_version": "2.0"}));
-        s.flavor.extra_specs.insert("hw:tpm_secret_security".into(), "nope".into());
+        s.flavor
+            .extra_specs
+            .insert("hw:tpm_secret_security".into(), "nope".into());
         assert_eq!(
             tpm_secret_security_filter(&mut s).unwrap_err().to_string(),
             "Scheduling failed: TPM secret security 'nope' is not supported."

@@ -149,7 +149,10 @@ impl Group {
     /// non-negative integers are ignored (nova logs a warning).
     fn add_resource(&mut self, rc: &str, amount: Amount<'_>) {
         if !(rc.starts_with("CUSTOM_") || STANDARD_RESOURCE_CLASSES.contains(&rc)) {
-            tracing::warn!(resource_class = rc, "Received an invalid ResourceClass in extra_specs.");
+            tracing::warn!(
+                resource_class = rc,
+                "Received an invalid ResourceClass in extra_specs."
+            );
             return;
         }
         let amount = match amount {
@@ -173,7 +176,10 @@ impl Group {
             "forbidden" => {
                 self.forbidden_traits.insert(name.to_string());
             }
-            _ => tracing::warn!(value = kind, "Only (required, forbidden) traits are supported."),
+            _ => tracing::warn!(
+                value = kind,
+                "Only (required, forbidden) traits are supported."
+            ),
         }
     }
 
@@ -202,14 +208,24 @@ impl Group {
         for ored in &self.aggregates {
             let mut uuids: Vec<&str> = ored.iter().map(String::as_str).collect();
             uuids.sort();
-            params.push((format!("member_of{suffix}"), format!("in:{}", uuids.join(","))));
+            params.push((
+                format!("member_of{suffix}"),
+                format!("in:{}", uuids.join(",")),
+            ));
         }
         if let Some(in_tree) = self.in_tree.as_deref().filter(|t| !t.is_empty()) {
             params.push((format!("in_tree{suffix}"), in_tree.to_string()));
         }
         if !self.forbidden_aggregates.is_empty() {
-            let uuids: Vec<&str> = self.forbidden_aggregates.iter().map(String::as_str).collect();
-            params.push((format!("member_of{suffix}"), format!("!in:{}", uuids.join(","))));
+            let uuids: Vec<&str> = self
+                .forbidden_aggregates
+                .iter()
+                .map(String::as_str)
+                .collect();
+            params.push((
+                format!("member_of{suffix}"),
+                format!("!in:{}", uuids.join(",")),
+            ));
         }
     }
 }
@@ -282,7 +298,10 @@ impl ResourceRequest {
     }
 
     fn num_suffixed_groups(&self) -> usize {
-        self.groups.iter().filter(|g| g.requester_id.is_some()).count()
+        self.groups
+            .iter()
+            .filter(|g| g.requester_id.is_some())
+            .count()
     }
 
     /// Resource classes asked for by any group (`merged_resources().keys()`).
@@ -343,10 +362,12 @@ impl ResourceRequest {
         let need_mem = !merged.contains("MEMORY_MB");
         let need_disk = !merged.contains("DISK_GB");
         if need_vcpu {
-            rr.group(None).add_resource("VCPU", Amount::Int(flavor.vcpus));
+            rr.group(None)
+                .add_resource("VCPU", Amount::Int(flavor.vcpus));
         }
         if need_mem {
-            rr.group(None).add_resource("MEMORY_MB", Amount::Int(flavor.memory_mb));
+            rr.group(None)
+                .add_resource("MEMORY_MB", Amount::Int(flavor.memory_mb));
         }
         if need_disk {
             let mut disk = flavor.ephemeral_gb + ceil_gb(flavor.swap);
@@ -359,13 +380,16 @@ impl ResourceRequest {
         }
 
         if let Some(me) = hardware::mem_encryption(flavor, image)? {
-            rr.group(None).add_resource("MEM_ENCRYPTION_CONTEXT", Amount::Int(1));
+            rr.group(None)
+                .add_resource("MEM_ENCRYPTION_CONTEXT", Amount::Int(1));
             rr.group(None).add_trait(me.trait_name, "required");
         }
         let mut pmem: BTreeMap<String, i64> = BTreeMap::new();
         for label in hardware::vpmem_labels(flavor) {
             *pmem
-                .entry(hardware::normalize_rc_name(&format!("PMEM_NAMESPACE_{label}")))
+                .entry(hardware::normalize_rc_name(&format!(
+                    "PMEM_NAMESPACE_{label}"
+                )))
                 .or_default() += 1;
         }
         for (rc, n) in pmem {
@@ -498,7 +522,11 @@ impl ResourceRequest {
                 ),
             ));
         }
-        if self.groups.iter().any(|x| x.requester_id.as_deref() == Some(id)) {
+        if self
+            .groups
+            .iter()
+            .any(|x| x.requester_id.as_deref() == Some(id))
+        {
             return Err(RequestError::new(
                 "RequestGroupSuffixConflict",
                 format!("Duplicate request group suffix {id}."),

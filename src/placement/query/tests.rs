@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 use super::*;
-use std::collections::BTreeSet;
 use crate::model::{Destination, Flavor, ImageMeta, RequestLevelParams};
 use serde_json::json;
+use std::collections::BTreeSet;
 
 fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| s.to_string()).collect()

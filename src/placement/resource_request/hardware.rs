@@ -185,10 +185,7 @@ pub fn cpu_thread_policy(
         return Err(invalid("image properties", i));
     }
     match f {
-        None | Some("prefer") => Ok(f
-            .filter(|f| !f.is_empty())
-            .or(i)
-            .map(str::to_string)),
+        None | Some("prefer") => Ok(f.filter(|f| !f.is_empty()).or(i).map(str::to_string)),
         Some(f) => {
             if i.is_some_and(|i| !i.is_empty() && i != f) {
                 return Err(RequestError::new(
@@ -632,10 +629,7 @@ pub fn vtpm(flavor: &Flavor, image: &ImageMeta) -> Result<Option<(String, String
 }
 
 /// `get_pci_numa_policy_constraint`.
-pub fn pci_numa_policy(
-    flavor: &Flavor,
-    image: &ImageMeta,
-) -> Result<Option<String>, RequestError> {
+pub fn pci_numa_policy(flavor: &Flavor, image: &ImageMeta) -> Result<Option<String>, RequestError> {
     let (f, i) = flavor_image("pci_numa_affinity_policy", flavor, image, "hw");
     let i = i.and_then(Value::as_str);
     let f = f.filter(|s| !s.is_empty());
@@ -799,14 +793,26 @@ mod tests {
 
     #[test]
     fn cpu_specs() {
-        assert_eq!(parse_cpu_spec("1-4,^3,6").unwrap(), set(&[(1, 2), (4, 4), (6, 6)]));
+        assert_eq!(
+            parse_cpu_spec("1-4,^3,6").unwrap(),
+            set(&[(1, 2), (4, 4), (6, 6)])
+        );
         assert_eq!(parse_cpu_spec(" 0 , ,2").unwrap(), set(&[(0, 0), (2, 2)]));
         assert_eq!(parse_cpu_spec("0-3,^1-2").unwrap(), set(&[(0, 0), (3, 3)]));
-        assert_eq!(parse_cpu_spec("0-1000000000000").unwrap().len(), 1_000_000_000_001);
+        assert_eq!(
+            parse_cpu_spec("0-1000000000000").unwrap().len(),
+            1_000_000_000_001
+        );
         let err = parse_cpu_spec("0--1").unwrap_err();
         assert_eq!(err.message, "Invalid range expression '0--1'");
-        assert_eq!(parse_cpu_spec("^x").unwrap_err().message, "Invalid exclusion expression '^x'");
-        assert_eq!(parse_cpu_spec("a").unwrap_err().message, "Invalid inclusion expression 'a'");
+        assert_eq!(
+            parse_cpu_spec("^x").unwrap_err().message,
+            "Invalid exclusion expression '^x'"
+        );
+        assert_eq!(
+            parse_cpu_spec("a").unwrap_err().message,
+            "Invalid inclusion expression 'a'"
+        );
         assert_eq!(parse_cpu_spec("3-1").unwrap_err().class, "Invalid");
     }
 

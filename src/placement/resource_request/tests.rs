@@ -30,7 +30,13 @@ fn qs(spec: &mut RequestSpec, pinning: bool) -> String {
 
 #[test]
 fn dedicated_policy_asks_pcpu_and_the_fallback_asks_vcpu() {
-    let mut s = spec(4, &[("hw:cpu_policy", "dedicated"), ("hw:emulator_threads_policy", "isolate")]);
+    let mut s = spec(
+        4,
+        &[
+            ("hw:cpu_policy", "dedicated"),
+            ("hw:emulator_threads_policy", "isolate"),
+        ],
+    );
     let rr = resources_from_request_spec(&mut s, &QueryOptions::default(), true, None).unwrap();
     assert!(rr.cpu_pinning_requested);
     assert_eq!(
@@ -45,7 +51,10 @@ fn dedicated_policy_asks_pcpu_and_the_fallback_asks_vcpu() {
 
 #[test]
 fn mixed_policy_splits_by_the_dedicated_mask() {
-    let mut s = spec(4, &[("hw:cpu_policy", "mixed"), ("hw:cpu_dedicated_mask", "^0")]);
+    let mut s = spec(
+        4,
+        &[("hw:cpu_policy", "mixed"), ("hw:cpu_dedicated_mask", "^0")],
+    );
     assert_eq!(
         qs(&mut s, true),
         "limit=1000&resources=DISK_GB%3A10%2CMEMORY_MB%3A1024%2CPCPU%3A3%2CVCPU%3A1"
@@ -84,7 +93,10 @@ fn granular_groups_and_group_policy() {
 
 #[test]
 fn resources_sort_as_formatted_strings() {
-    let mut s = spec(1, &[("resources:CUSTOM_A", "1"), ("resources:CUSTOM_A0", "2")]);
+    let mut s = spec(
+        1,
+        &[("resources:CUSTOM_A", "1"), ("resources:CUSTOM_A0", "2")],
+    );
     assert!(qs(&mut s, true).contains("resources=CUSTOM_A0%3A2%2CCUSTOM_A%3A1%2C"));
 }
 
@@ -103,7 +115,10 @@ fn target_node_sets_in_tree_and_several_drop_limit() {
         resources_from_request_spec(&mut s, &QueryOptions::default(), true, Some(&one)).unwrap();
     assert!(rr.to_querystring().contains("in_tree=uuid-n1"));
     let dest = s.requested_destination.clone().unwrap();
-    assert_eq!((dest.host.as_deref(), dest.node.as_deref()), (Some("h1"), Some("n1")));
+    assert_eq!(
+        (dest.host.as_deref(), dest.node.as_deref()),
+        (Some("h1"), Some("n1"))
+    );
     let two = [node("n1"), node("n2")];
     let mut s2 = spec(1, &[]);
     s2.force_hosts = vec!["h1".into()];
@@ -112,12 +127,18 @@ fn target_node_sets_in_tree_and_several_drop_limit() {
     assert_eq!(rr.limit, None);
     let err = resources_from_request_spec(&mut s2, &QueryOptions::default(), true, Some(&[]))
         .unwrap_err();
-    assert_eq!(err.message, "No valid host was found. No such host - host: h1 node: None ");
+    assert_eq!(
+        err.message,
+        "No valid host was found. No such host - host: h1 node: None "
+    );
 }
 
 #[test]
 fn image_and_translations() {
-    let mut s = spec(1, &[("hw:tpm_version", "2.0"), ("hw:pmem", "small, small,big")]);
+    let mut s = spec(
+        1,
+        &[("hw:tpm_version", "2.0"), ("hw:pmem", "small, small,big")],
+    );
     s.image = Some(ImageMeta {
         name: Some("img".into()),
         properties: json!({"os_secure_boot": "required", "hw_tpm_model": "tpm-crb"})
@@ -136,12 +157,21 @@ fn image_and_translations() {
 
 #[test]
 fn extra_spec_keys() {
-    assert_eq!(parse_extra_spec_key("resources:VCPU"), Some((true, None, "VCPU")));
-    assert_eq!(parse_extra_spec_key("trait_a-1:X:Y"), Some((false, Some("_a-1"), "X:Y")));
+    assert_eq!(
+        parse_extra_spec_key("resources:VCPU"),
+        Some((true, None, "VCPU"))
+    );
+    assert_eq!(
+        parse_extra_spec_key("trait_a-1:X:Y"),
+        Some((false, Some("_a-1"), "X:Y"))
+    );
     assert_eq!(parse_extra_spec_key("trait:X\n"), Some((false, None, "X")));
     assert_eq!(parse_extra_spec_key("trait:X\nY"), None);
     assert_eq!(parse_extra_spec_key("trait.1:X"), None);
-    assert_eq!(parse_extra_spec_key(&format!("trait{}:X", "a".repeat(65))), None);
+    assert_eq!(
+        parse_extra_spec_key(&format!("trait{}:X", "a".repeat(65))),
+        None
+    );
     assert_eq!(parse_extra_spec_key("hw:cpu_policy"), None);
 }
 
@@ -149,16 +179,19 @@ fn extra_spec_keys() {
 fn conflicts_fail_with_nova_classes() {
     let mut s = spec(2, &[("hw:cpu_policy", "shared")]);
     s.image = Some(ImageMeta {
-        properties: json!({"hw_cpu_policy": "dedicated"}).as_object().cloned().unwrap(),
+        properties: json!({"hw_cpu_policy": "dedicated"})
+            .as_object()
+            .cloned()
+            .unwrap(),
         ..ImageMeta::default()
     });
-    let err = resources_from_request_spec(&mut s, &QueryOptions::default(), true, None)
-        .unwrap_err();
+    let err =
+        resources_from_request_spec(&mut s, &QueryOptions::default(), true, None).unwrap_err();
     assert_eq!(err.class, "ImageCPUPinningForbidden");
     assert_eq!(err.code(), 403);
     let mut s = spec(2, &[("hw:cpu_policy", "bogus")]);
-    let err = resources_from_request_spec(&mut s, &QueryOptions::default(), true, None)
-        .unwrap_err();
+    let err =
+        resources_from_request_spec(&mut s, &QueryOptions::default(), true, None).unwrap_err();
     assert_eq!(
         err.message,
         "CPU policy requested from 'flavor extra specs' is invalid, given: 'bogus', available: \
