@@ -443,6 +443,7 @@ fn gen_case(rng: &mut StdRng) -> Value {
     json!({
         "spec": spec,
         "max_placement_results": pick(rng, &[1000, 7]),
+        "owner_nova": chance(rng, 0.5),
         "target_nodes": nodes,
         "prefilters": {
             "query_placement_for_image_type_support": image_type,
@@ -476,12 +477,37 @@ fn ours(case: &Value) -> Value {
         request_filters::ephemeral_encryption_filter(&mut spec)?;
         request_filters::virtio_sound_filter(&mut spec)?;
         request_filters::tpm_secret_security_filter(&mut spec)?;
+        if case["owner_nova"] == json!(true)
+            && !spec
+                .request_level_params
+                .root_required
+                .contains("OWNER_NOVA")
+        {
+            request_filters::require_owner_nova(&mut spec);
+        }
         Ok(())
     })();
     if let Err(f) = pure {
         out["prefilter_error"] = failure_pair(&f);
         return out;
     }
+    let mut group_traits: Vec<(String, Vec<String>)> = spec
+        .requested_resources
+        .iter()
+        .filter_map(|g| {
+            g.requester_id
+                .as_ref()
+                .filter(|id| !id.is_empty())
+                .map(|id| {
+                    (
+                        id.clone(),
+                        g.required_traits.iter().cloned().collect::<Vec<_>>(),
+                    )
+                })
+        })
+        .collect();
+    group_traits.sort();
+    out["group_traits"] = json!(group_traits);
     out["root_required"] = json!(spec.request_level_params.root_required);
     out["root_forbidden"] = json!(spec.request_level_params.root_forbidden);
     let opts = QueryOptions {

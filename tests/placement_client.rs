@@ -595,7 +595,9 @@ async fn pinned_granular_flavor_and_its_fallback_query() {
     let admin = Admin::new().await;
     let tag = "CUSTOM_NSRS_PINNED";
     let cn = uuid();
-    admin.provider(&cn, (8, 16384, 100), &["OWNER_NOVA", tag]).await;
+    admin
+        .provider(&cn, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
     let mut spec = flavor_spec(tag);
     spec.image = None;
     spec.flavor.extra_specs = [

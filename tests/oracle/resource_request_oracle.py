@@ -8,6 +8,10 @@ Input:  {"spec": <RequestSpec primitive>, "max_placement_results": int,
          "target_nodes": null | [{"uuid", "host", "hypervisor_hostname"}],
          "prefilters": {"query_placement_for_image_type_support": bool,
                         "image_metadata_prefilter": bool}}
+With "owner_nova": true, owner_nova_filter runs last as if every nova-compute
+were at version 73 or later (its only database read), and "group_traits" lists
+[requester_id, sorted required traits] of each requested group.
+
 Output: {"prefilter_error": null | [class, str(exc)],
          "root_required": [...], "root_forbidden": [...],
          "first": null | querystring, "pinning": bool,
@@ -100,9 +104,18 @@ def run(case):
     try:
         for f in PURE_FILTERS:
             f(None, spec)
+        if case.get("owner_nova"):
+            # Stand-in for the database read: every nova-compute is new enough.
+            request_filter._should_filter_by_owner = lambda ctxt: True
+            request_filter.owner_nova_filter(None, spec)
     except Exception as e:  # noqa: BLE001 - the class is the answer
         out["prefilter_error"] = exc_pair(e)
         return out
+    out["group_traits"] = sorted(
+        [g.requester_id, sorted(g.required_traits)]
+        for g in ((spec.requested_resources or [])
+                  if "requested_resources" in spec else [])
+        if g.requester_id)
     out["root_required"] = sorted(spec.root_required)
     out["root_forbidden"] = sorted(spec.root_forbidden)
     lookup = NodeLookup(case.get("target_nodes"))
