@@ -4,7 +4,7 @@
 
 use crate::config::{Config, DbUrl};
 use crate::filters::{build_chain, FilterConfig};
-use crate::manager::{ManagerEndpoint, ManagerOptions, SchedulerManager};
+use crate::manager::{ManagerEndpoint, ManagerOptions, PrefilterOptions, SchedulerManager};
 use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
@@ -195,6 +195,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             max_placement_results: config.scheduler.max_placement_results,
             default_availability_zone: config.default.default_availability_zone.clone(),
             rng_seed: None,
+            prefilters: prefilter_options(&config)?,
         },
     );
     let cache =
@@ -327,6 +328,23 @@ async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStat
     {
         let _ = (store, cache);
     }
+}
+
+/// The request filters' options; refuses the ones this daemon cannot honour.
+fn prefilter_options(config: &Config) -> Result<PrefilterOptions, AppError> {
+    let s = &config.scheduler;
+    let opts = PrefilterOptions {
+        limit_tenants_to_placement_aggregate: s.limit_tenants_to_placement_aggregate,
+        placement_aggregate_required_for_tenants: s.placement_aggregate_required_for_tenants,
+        query_placement_for_image_type_support: s.query_placement_for_image_type_support,
+        enable_isolated_aggregate_filtering: s.enable_isolated_aggregate_filtering,
+        image_metadata_prefilter: s.image_metadata_prefilter,
+        query_placement_for_routed_network_aggregates: s
+            .query_placement_for_routed_network_aggregates,
+        disable_fallback_pcpu_query: config.workarounds.disable_fallback_pcpu_query,
+    };
+    opts.check().map_err(AppError::Config)?;
+    Ok(opts)
 }
 
 /// `[database]` / `[api_database]` and the ratio fallbacks, for the state edge.

@@ -14,7 +14,9 @@
 //! are read per request and the casts need no state).
 
 mod claims;
-mod prefilters;
+pub mod prefilters;
+
+pub use prefilters::PrefilterOptions;
 
 use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
 use crate::placement::{query, PlacementClient};
@@ -28,7 +30,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tracing::{debug, info, info_span, warn, Instrument};
+use tracing::{debug, info, info_span, Instrument};
 
 /// The Placement microversion nova uses for candidates and claims.
 pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
@@ -42,6 +44,8 @@ pub struct ManagerOptions {
     pub default_availability_zone: String,
     /// Seed for `host_subset_size` / shuffle randomness; `None` = from entropy.
     pub rng_seed: Option<u64>,
+    /// The request filters' options and `[workarounds] disable_fallback_pcpu_query`.
+    pub prefilters: PrefilterOptions,
 }
 
 pub struct SchedulerManager {
@@ -103,30 +107,25 @@ impl SchedulerManager {
         let mut compute_uuids: Option<Vec<String>> = None;
         if !is_rebuild {
             let mark = Instant::now();
-            prefilters::process(&mut spec, &self.store)
+            prefilters::process(&mut spec, &self.store, &self.options.prefilters)
                 .await
-                .map_err(no_valid_host)?;
+                .map_err(prefilters::PrefilterError::into_remote)?;
             phases.prefilters = mark.elapsed();
             let mark = Instant::now();
-            let params = query::allocation_candidates_query(
-                &spec,
-                &query::QueryOptions {
-                    max_placement_results: self.options.max_placement_results,
-                },
-            );
-            let found = match self
-                .placement
-                .get_allocation_candidates(&params, global_request_id.as_deref())
-                .await
-            {
-                Ok(found) => found,
-                Err(e) => {
-                    warn!(error = %e, "Failed to retrieve allocation candidates from placement API");
-                    return Err(no_valid_host(String::new()));
-                }
+            let query_options = query::QueryOptions {
+                max_placement_results: self.options.max_placement_results,
             };
+            let found = prefilters::allocation_candidates(
+                &mut spec,
+                &self.store,
+                &self.placement,
+                &query_options,
+                &self.options.prefilters,
+                global_request_id.as_deref(),
+            )
+            .await
+            .map_err(prefilters::PrefilterError::into_remote)?;
             if found.allocation_requests.is_empty() {
-                info!("Got no allocation candidates from the Placement API. This could be due to insufficient resources or a temporary occurrence as compute nodes start up.");
                 return Err(no_valid_host(String::new()));
             }
             let mut index: HashMap<String, Vec<Value>> = HashMap::new();

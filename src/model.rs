@@ -17,6 +17,7 @@ pub use aggregate::Aggregate;
 pub use host_state::{HostState, ServiceInfo};
 pub use object::DecodeError;
 pub use request_spec::{
-    Destination, Flavor, ImageMeta, InstanceGroup, RequestGroup, RequestLevelParams, RequestSpec,
+    Destination, Flavor, ImageMeta, InstanceGroup, NetworkRequest, RequestGroup,
+    RequestLevelParams, RequestSpec,
 };
 pub use selection::{SchedulerLimits, Selection};

@@ -12,10 +12,16 @@
 mod auth;
 mod client;
 pub mod query;
+pub mod request_filters;
+pub mod resource_request;
 
 pub use auth::{PasswordAuth, PlacementAuth};
 pub use client::{AllocationCandidates, PlacementClient};
 pub use query::{allocation_candidates_query, encode_query, QueryOptions};
+pub use resource_request::{
+    destination_target, resources_from_request_spec, RequestError, ResourceRequest, Target,
+    TargetNode,
+};
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -149,8 +149,11 @@ impl Scheduler {
         index: usize,
         now: DateTime<Utc>,
     ) -> Result<WeighingExplanation, ScheduleError> {
-        let filtered = self.narrow_and_filter(hosts, candidates, spec, index, now);
-        Ok(self.weighers.weigh_explained(hosts, &filtered, spec)?.1)
+        // Filters may prune candidates or set limits; the explanation leaves the
+        // caller's hosts untouched.
+        let mut hosts = hosts.to_vec();
+        let filtered = self.narrow_and_filter(&mut hosts, candidates, spec, index, now);
+        Ok(self.weighers.weigh_explained(&hosts, &filtered, spec)?.1)
     }
 
     /// nova's `HostManager.get_filtered_hosts`: requested destination, ignore/force

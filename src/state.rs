@@ -394,6 +394,12 @@ impl HostStateStore {
             .map_err(|e| self.api_error(e))
     }
 
+    /// The API database, for the request filters that query it per request
+    /// (`manager::prefilters`).
+    pub fn api_pool(&self) -> &MySqlPool {
+        &self.api
+    }
+
     /// nova's `update_aggregates` fanout cast: replace each aggregate by id and
     /// move its host memberships to the given hosts.
     pub fn update_aggregates(&self, aggregates: Vec<Aggregate>) {

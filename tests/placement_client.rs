@@ -155,7 +155,7 @@ fn flavor_spec(tag: &str) -> RequestSpec {
 }
 
 fn query(tag: &str) -> Vec<(String, String)> {
-    allocation_candidates_query(&flavor_spec(tag), &QueryOptions::default())
+    allocation_candidates_query(&flavor_spec(tag), &QueryOptions::default()).expect("query")
 }
 
 #[tokio::test]
@@ -584,4 +584,60 @@ async fn reauthenticates_once_on_401() {
         vec![Some("token-1".to_string()), Some("token-2".to_string())]
     );
     assert_eq!(keystone.recorded()[0].path, "/v3/auth/tokens");
+}
+
+/// The questions nova asks for a pinned flavor with a granular group, answered by
+/// the real Placement: the PCPU query finds nothing on a VCPU-only provider, the
+/// fallback VCPU query finds it, and the granular group's mapping names it.
+#[tokio::test]
+async fn pinned_granular_flavor_and_its_fallback_query() {
+    use nova_scheduler::placement::resources_from_request_spec;
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_PINNED";
+    let cn = uuid();
+    admin
+        .provider(&cn, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let mut spec = flavor_spec(tag);
+    spec.image = None;
+    spec.flavor.extra_specs = [
+        ("hw:cpu_policy", "dedicated"),
+        ("trait1:CUSTOM_NSRS_PINNED", "required"),
+        ("resources1:VCPU", "2"),
+        ("group_policy", "isolate"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let opts = QueryOptions::default();
+    let first = resources_from_request_spec(&mut spec, &opts, true, None).expect("first");
+    assert!(first.cpu_pinning_requested);
+    let client = admin_client(&admin.url);
+    let pinned = client
+        .get_allocation_candidates(&first.query_params(), None)
+        .await
+        .expect("PCPU query");
+    assert!(
+        pinned.allocation_requests.is_empty(),
+        "no provider has PCPU: {:?}",
+        first.to_querystring()
+    );
+    let fallback = resources_from_request_spec(&mut spec, &opts, false, None).expect("fallback");
+    assert_eq!(
+        fallback.to_querystring(),
+        "group_policy=isolate&limit=1000&required1=CUSTOM_NSRS_PINNED\
+         &resources=DISK_GB%3A20%2CMEMORY_MB%3A4096&resources1=VCPU%3A2\
+         &root_required=OWNER_NOVA%2C%21COMPUTE_STATUS_DISABLED"
+    );
+    let got = client
+        .get_allocation_candidates(&fallback.query_params(), None)
+        .await
+        .expect("VCPU query");
+    assert_eq!(
+        got.allocation_requests,
+        vec![json!({
+            "allocations": {cn.as_str(): {"resources": {"DISK_GB": 20, "MEMORY_MB": 4096, "VCPU": 2}}},
+            "mappings": {"": [cn.as_str()], "1": [cn.as_str()]}
+        })]
+    );
 }

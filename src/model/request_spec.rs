@@ -80,6 +80,13 @@ pub struct RequestLevelParams {
     pub same_subtree: Vec<Vec<String>>,
 }
 
+/// nova's `NetworkRequest` (1.3): the part the request filters look at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NetworkRequest {
+    pub network_id: Option<String>,
+    pub port_id: Option<String>,
+}
+
 /// What the scheduler reads of nova's `RequestSpec`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RequestSpec {
@@ -110,6 +117,8 @@ pub struct RequestSpec {
     pub retry_hosts: Option<Vec<TriedNode>>,
     /// `NetworkMetadata` primitive (physnets / tunneled affinity), when set.
     pub network_metadata: Option<Value>,
+    /// `requested_networks` (a `NetworkRequestList`); empty when unset.
+    pub requested_networks: Vec<NetworkRequest>,
 }
 
 impl RequestSpec {
@@ -168,6 +177,11 @@ impl RequestSpec {
             pci_requests: f.get("pci_requests").cloned(),
             retry_hosts: f.get("retry").map(decode_retry_hosts).transpose()?,
             network_metadata: f.get("network_metadata").cloned(),
+            requested_networks: f
+                .get("requested_networks")
+                .map(NetworkRequest::list_from_primitive)
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
 
@@ -268,6 +282,32 @@ fn scalar_to_string(v: &Value) -> String {
         Value::Null => "None".to_string(),
         Value::Bool(b) => if *b { "True" } else { "False" }.to_string(),
         other => other.to_string(),
+    }
+}
+
+impl NetworkRequest {
+    /// A `NetworkRequestList` primitive.
+    pub fn list_from_primitive(value: &Value) -> Result<Vec<Self>, DecodeError> {
+        let f = Fields::new(
+            "NetworkRequestList",
+            object_data(value, "NetworkRequestList")?,
+        );
+        match f.get("objects") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    let f = Fields::new("NetworkRequest", object_data(item, "NetworkRequest")?);
+                    Ok(NetworkRequest {
+                        network_id: f.str("network_id")?,
+                        port_id: f.str("port_id")?,
+                    })
+                })
+                .collect(),
+            Some(_) => Err(DecodeError::new(
+                "NetworkRequestList.objects: expected a list",
+            )),
+            None => Ok(Vec::new()),
+        }
     }
 }
 

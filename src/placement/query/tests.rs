@@ -2,6 +2,7 @@
 use super::*;
 use crate::model::{Destination, Flavor, ImageMeta, RequestLevelParams};
 use serde_json::json;
+use std::collections::BTreeSet;
 
 fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| s.to_string()).collect()
@@ -82,12 +83,15 @@ fn spec(c: &Case<'_>) -> RequestSpec {
 }
 
 fn query(c: &Case<'_>, max: u32) -> String {
-    encode_query(&allocation_candidates_query(
-        &spec(c),
-        &QueryOptions {
-            max_placement_results: max,
-        },
-    ))
+    encode_query(
+        &allocation_candidates_query(
+            &spec(c),
+            &QueryOptions {
+                max_placement_results: max,
+            },
+        )
+        .expect("query"),
+    )
 }
 
 /// The example of nova-boundary-facts §2.4 (keys sorted, form-urlencoded).
@@ -222,7 +226,7 @@ fn empty_flavor_without_destination_sends_no_group() {
 fn same_subtree_is_sorted() {
     let mut s = spec(&BASE);
     s.request_level_params.same_subtree = vec![vec!["_b".into(), "_a".into()]];
-    let params = allocation_candidates_query(&s, &QueryOptions::default());
+    let params = allocation_candidates_query(&s, &QueryOptions::default()).expect("query");
     assert!(params.contains(&("same_subtree".to_string(), "_a,_b".to_string())));
 }
 

@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The request filters of nova's `request_filter.py` that need nothing but the
+//! RequestSpec (and nova's options). The ones that read the API database or
+//! Neutron run in `manager::prefilters`, which calls these in nova's order.
+//!
+//! Each returns `Err(RequestFailure)` where nova's filter raises: a
+//! `RequestFilterFailed` (the caller answers NoValidHost) or another exception
+//! (`FlavorImageConflict`, `Invalid`, ...) that fails the call as in nova.
+
+use super::resource_request::{hardware, RequestError};
+use crate::model::{ImageMeta, RequestSpec};
+use serde_json::Value;
+
+/// os-traits 3.x trait names with the prefixes the image prefilters compute; nova
+/// tests `hasattr(os_traits, name)` and adds nothing for an unknown name.
+const KNOWN_IMAGE_TRAITS: [&str; 86] = [
+    "COMPUTE_ARCH_AARCH64",
+    "COMPUTE_ARCH_MIPSEL",
+    "COMPUTE_ARCH_PPC64LE",
+    "COMPUTE_ARCH_RISCV64",
+    "COMPUTE_ARCH_S390X",
+    "COMPUTE_ARCH_X86_64",
+    "COMPUTE_GRAPHICS_MODEL_BOCHS",
+    "COMPUTE_GRAPHICS_MODEL_CIRRUS",
+    "COMPUTE_GRAPHICS_MODEL_GOP",
+    "COMPUTE_GRAPHICS_MODEL_NONE",
+    "COMPUTE_GRAPHICS_MODEL_QXL",
+    "COMPUTE_GRAPHICS_MODEL_VGA",
+    "COMPUTE_GRAPHICS_MODEL_VIRTIO",
+    "COMPUTE_GRAPHICS_MODEL_VMVGA",
+    "COMPUTE_GRAPHICS_MODEL_XEN",
+    "COMPUTE_IMAGE_TYPE_AKI",
+    "COMPUTE_IMAGE_TYPE_AMI",
+    "COMPUTE_IMAGE_TYPE_ARI",
+    "COMPUTE_IMAGE_TYPE_ISO",
+    "COMPUTE_IMAGE_TYPE_PLOOP",
+    "COMPUTE_IMAGE_TYPE_QCOW2",
+    "COMPUTE_IMAGE_TYPE_RAW",
+    "COMPUTE_IMAGE_TYPE_VDI",
+    "COMPUTE_IMAGE_TYPE_VHD",
+    "COMPUTE_IMAGE_TYPE_VHDX",
+    "COMPUTE_IMAGE_TYPE_VMDK",
+    "COMPUTE_NET_VIF_MODEL_E1000",
+    "COMPUTE_NET_VIF_MODEL_E1000E",
+    "COMPUTE_NET_VIF_MODEL_IGB",
+    "COMPUTE_NET_VIF_MODEL_LAN9118",
+    "COMPUTE_NET_VIF_MODEL_NE2K_PCI",
+    "COMPUTE_NET_VIF_MODEL_NETFRONT",
+    "COMPUTE_NET_VIF_MODEL_PCNET",
+    "COMPUTE_NET_VIF_MODEL_RTL8139",
+    "COMPUTE_NET_VIF_MODEL_SPAPR_VLAN",
+    "COMPUTE_NET_VIF_MODEL_SRIOV",
+    "COMPUTE_NET_VIF_MODEL_VIRTIO",
+    "COMPUTE_NET_VIF_MODEL_VMXNET",
+    "COMPUTE_NET_VIF_MODEL_VMXNET3",
+    "COMPUTE_STORAGE_BUS_FDC",
+    "COMPUTE_STORAGE_BUS_IDE",
+    "COMPUTE_STORAGE_BUS_LXC",
+    "COMPUTE_STORAGE_BUS_SATA",
+    "COMPUTE_STORAGE_BUS_SCSI",
+    "COMPUTE_STORAGE_BUS_UML",
+    "COMPUTE_STORAGE_BUS_USB",
+    "COMPUTE_STORAGE_BUS_VIRTIO",
+    "COMPUTE_STORAGE_BUS_XEN",
+    "COMPUTE_VIOMMU_MODEL_AUTO",
+    "COMPUTE_VIOMMU_MODEL_INTEL",
+    "COMPUTE_VIOMMU_MODEL_SMMUV3",
+    "COMPUTE_VIOMMU_MODEL_VIRTIO",
+    "HW_ARCH_AARCH64",
+    "HW_ARCH_ALPHA",
+    "HW_ARCH_ARMV6",
+    "HW_ARCH_ARMV7",
+    "HW_ARCH_ARMV7B",
+    "HW_ARCH_CRIS",
+    "HW_ARCH_I686",
+    "HW_ARCH_IA64",
+    "HW_ARCH_LM32",
+    "HW_ARCH_M68K",
+    "HW_ARCH_MICROBLAZE",
+    "HW_ARCH_MICROBLAZEEL",
+    "HW_ARCH_MIPS",
+    "HW_ARCH_MIPS64",
+    "HW_ARCH_MIPS64EL",
+    "HW_ARCH_MIPSEL",
+    "HW_ARCH_OPENRISC",
+    "HW_ARCH_PARISC",
+    "HW_ARCH_PARISC64",
+    "HW_ARCH_PPC",
+    "HW_ARCH_PPC64",
+    "HW_ARCH_PPC64LE",
+    "HW_ARCH_PPCEMB",
+    "HW_ARCH_PPCLE",
+    "HW_ARCH_S390",
+    "HW_ARCH_S390X",
+    "HW_ARCH_SH4",
+    "HW_ARCH_SH4EB",
+    "HW_ARCH_SPARC",
+    "HW_ARCH_SPARC64",
+    "HW_ARCH_UNICORE32",
+    "HW_ARCH_X86_64",
+    "HW_ARCH_XTENSA",
+    "HW_ARCH_XTENSAEB",
+];
+
+/// `transform_image_metadata`'s property → trait prefix map, in nova's order.
+const IMAGE_METADATA_PREFIXES: [(&str, &str); 7] = [
+    ("hw_cdrom_bus", "COMPUTE_STORAGE_BUS"),
+    ("hw_disk_bus", "COMPUTE_STORAGE_BUS"),
+    ("hw_video_model", "COMPUTE_GRAPHICS_MODEL"),
+    ("hw_vif_model", "COMPUTE_NET_VIF_MODEL"),
+    ("hw_architecture", "HW_ARCH"),
+    ("hw_emulation_architecture", "COMPUTE_ARCH"),
+    ("hw_viommu_model", "COMPUTE_VIOMMU"),
+];
+
+/// Why a request filter stopped the request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestFailure {
+    /// nova's `RequestFilterFailed`; the manager answers
+    /// `NoValidHost("Scheduling failed: <reason>")`.
+    #[error("Scheduling failed: {0}")]
+    Filter(String),
+    /// Any other nova exception the filter lets through.
+    #[error("{0}")]
+    Error(RequestError),
+}
+
+impl From<RequestError> for RequestFailure {
+    fn from(e: RequestError) -> Self {
+        RequestFailure::Error(e)
+    }
+}
+
+fn image(spec: &RequestSpec) -> ImageMeta {
+    spec.image.clone().unwrap_or_default()
+}
+
+fn known_trait(name: &str) -> bool {
+    KNOWN_IMAGE_TRAITS.contains(&name)
+}
+
+/// `require_image_type_support` (`[scheduler] query_placement_for_image_type_support`).
+/// Skipped for boot from volume; an image without a disk format adds nothing
+/// (nova would fail on the missing attribute).
+pub fn require_image_type_support(spec: &mut RequestSpec, enabled: bool) -> bool {
+    if !enabled || spec.is_bfv {
+        return false;
+    }
+    let Some(disk_format) = spec.image.as_ref().and_then(|i| i.disk_format.clone()) else {
+        tracing::warn!("require_image_type_support: the image has no disk_format");
+        return false;
+    };
+    let name = format!("COMPUTE_IMAGE_TYPE_{}", disk_format.to_uppercase());
+    if !known_trait(&name) {
+        tracing::error!(trait_name = %name, "Computed trait name is not valid; is os-traits up to date?");
+        return false;
+    }
+    spec.request_level_params.root_required.insert(name);
+    true
+}
+
+/// `compute_status_filter`: never a compute whose service is disabled.
+pub fn compute_status_filter(spec: &mut RequestSpec) -> bool {
+    spec.request_level_params
+        .root_forbidden
+        .insert("COMPUTE_STATUS_DISABLED".into());
+    true
+}
+
+/// `transform_image_metadata` (`[scheduler] image_metadata_prefilter`): all the
+/// computed traits, or none if any of them is unknown to os-traits.
+pub fn transform_image_metadata(spec: &mut RequestSpec, enabled: bool) -> bool {
+    if !enabled {
+        return false;
+    }
+    let image = image(spec);
+    let mut names = Vec::new();
+    for (key, prefix) in IMAGE_METADATA_PREFIXES {
+        let Some(value) = image.properties.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let value = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let name = format!("{prefix}_{}", value.replace('-', "_").to_uppercase());
+        if !known_trait(&name) {
+            tracing::error!(trait_name = %name, "Computed trait name is not valid; is os-traits up to date?");
+            return false;
+        }
+        names.push(name);
+    }
+    spec.request_level_params.root_required.extend(names);
+    true
+}
+
+/// `accelerators_filter`: a device profile needs a compute that handles it.
+pub fn accelerators_filter(spec: &mut RequestSpec) -> bool {
+    if spec
+        .flavor
+        .extra_specs
+        .get("accel:device_profile")
+        .is_some_and(|p| !p.is_empty())
+    {
+        spec.request_level_params
+            .root_required
+            .insert("COMPUTE_ACCELERATORS".into());
+    }
+    true
+}
+
+/// `packed_virtqueue_filter`.
+pub fn packed_virtqueue_filter(spec: &mut RequestSpec) -> Result<bool, RequestFailure> {
+    if hardware::packed_virtqueue(&spec.flavor, &image(spec))? {
+        spec.request_level_params
+            .root_required
+            .insert("COMPUTE_NET_VIRTIO_PACKED".into());
+    }
+    Ok(true)
+}
+
+/// `ephemeral_encryption_filter`.
+pub fn ephemeral_encryption_filter(spec: &mut RequestSpec) -> Result<bool, RequestFailure> {
+    let image = image(spec);
+    if !hardware::ephemeral_encryption(&spec.flavor, &image)? {
+        return Ok(false);
+    }
+    spec.request_level_params
+        .root_required
+        .insert("COMPUTE_EPHEMERAL_ENCRYPTION".into());
+    if let Some(format) = hardware::ephemeral_encryption_format(&spec.flavor, &image)? {
+        spec.request_level_params.root_required.insert(format!(
+            "COMPUTE_EPHEMERAL_ENCRYPTION_{}",
+            format.to_uppercase()
+        ));
+    }
+    Ok(true)
+}
+
+/// `virtio_sound_filter`.
+pub fn virtio_sound_filter(spec: &mut RequestSpec) -> Result<bool, RequestFailure> {
+    if hardware::sound_model(&spec.flavor, &image(spec))?.as_deref() != Some("virtio") {
+        return Ok(false);
+    }
+    spec.request_level_params
+        .root_required
+        .insert("COMPUTE_SOUND_MODEL_VIRTIO".into());
+    Ok(true)
+}
+
+/// `tpm_secret_security_filter`: only when a vTPM is asked for; the policy is
+/// the flavor's `hw:tpm_secret_security` (default `user`).
+pub fn tpm_secret_security_filter(spec: &mut RequestSpec) -> Result<bool, RequestFailure> {
+    if hardware::vtpm(&spec.flavor, &image(spec))?.is_none() {
+        return Ok(false);
+    }
+    let security = spec
+        .flavor
+        .extra_specs
+        .get("hw:tpm_secret_security")
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .unwrap_or_else(|| "user".into());
+    let name = match security.as_str() {
+        "user" => "COMPUTE_SECURITY_TPM_SECRET_SECURITY_USER",
+        "host" => "COMPUTE_SECURITY_TPM_SECRET_SECURITY_HOST",
+        "deployment" => "COMPUTE_SECURITY_TPM_SECRET_SECURITY_DEPLOYMENT",
+        other => {
+            tracing::warn!("TPM secret security '{other}' is not supported.");
+            return Err(RequestFailure::Filter(format!(
+                "TPM secret security '{other}' is not supported."
+            )));
+        }
+    };
+    spec.request_level_params.root_required.insert(name.into());
+    Ok(true)
+}
+
+/// The second half of `owner_nova_filter`, once the compute version allows it:
+/// `OWNER_NOVA` on the root and on every PCI-in-Placement group (a requested
+/// group whose requester id minus its last `-N` is the `request_id` of a PCI
+/// request that does not come from a Neutron port).
+pub fn require_owner_nova(spec: &mut RequestSpec) {
+    spec.request_level_params
+        .root_required
+        .insert("OWNER_NOVA".into());
+    let pci_ids = pci_request_ids(spec);
+    if pci_ids.is_empty() {
+        return;
+    }
+    for g in &mut spec.requested_resources {
+        let Some(id) = g.requester_id.as_deref().filter(|id| !id.is_empty()) else {
+            continue;
+        };
+        let prefix = id.rsplit_once('-').map_or(id, |(head, _)| head);
+        if pci_ids.iter().any(|p| p == prefix) {
+            g.required_traits.insert("OWNER_NOVA".into());
+        }
+    }
+}
+
+/// `_get_pci_request_ids`: request ids of the PCI requests made from a flavor alias.
+fn pci_request_ids(spec: &RequestSpec) -> Vec<String> {
+    let Some(requests) = spec
+        .pci_requests
+        .as_ref()
+        .and_then(|p| p.get("nova_object.data"))
+        .and_then(|d| d.get("requests"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    requests
+        .iter()
+        .filter_map(|r| r.get("nova_object.data"))
+        // nova's `source`: a request without `alias_name` comes from a Neutron port.
+        .filter(|d| d.get("alias_name").is_some_and(|a| !a.is_null()))
+        .filter_map(|d| d.get("request_id").and_then(Value::as_str))
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn with_image(props: Value) -> RequestSpec {
+        RequestSpec {
+            image: Some(ImageMeta {
+                disk_format: Some("qcow2".into()),
+                properties: props.as_object().cloned().unwrap_or_default(),
+                ..ImageMeta::default()
+            }),
+            ..RequestSpec::default()
+        }
+    }
+
+    #[test]
+    fn image_metadata_is_all_or_nothing() {
+        let mut s = with_image(json!({"hw_disk_bus": "virtio", "hw_vif_model": "spapr-vlan"}));
+        assert!(transform_image_metadata(&mut s, true));
+        let want: Vec<&str> = vec![
+            "COMPUTE_NET_VIF_MODEL_SPAPR_VLAN",
+            "COMPUTE_STORAGE_BUS_VIRTIO",
+        ];
+        assert_eq!(
+            s.request_level_params
+                .root_required
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            want
+        );
+        // `intel` gives COMPUTE_VIOMMU_INTEL, which os-traits does not have.
+        let mut s = with_image(json!({"hw_disk_bus": "virtio", "hw_viommu_model": "intel"}));
+        assert!(!transform_image_metadata(&mut s, true));
+        assert!(s.request_level_params.root_required.is_empty());
+    }
+
+    #[test]
+    fn image_type_and_tpm_security() {
+        let mut s = with_image(json!({}));
+        assert!(require_image_type_support(&mut s, true));
+        assert!(s
+            .request_level_params
+            .root_required
+            .contains("COMPUTE_IMAGE_TYPE_QCOW2"));
+        let mut s = with_image(json!({"hw_tpm_version": "2.0"}));
+        s.flavor
+            .extra_specs
+            .insert("hw:tpm_secret_security".into(), "nope".into());
+        assert_eq!(
+            tpm_secret_security_filter(&mut s).unwrap_err().to_string(),
+            "Scheduling failed: TPM secret security 'nope' is not supported."
+        );
+    }
+}
