@@ -260,6 +260,25 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
     return out
 
 
+def measure_cloud(args, state, venv, n):
+    """Both schedulers, one after the other, on the cloud seeded now."""
+    load = L.Load(state, tuple(int(x) for x in args.flavor.split(",")))
+    transport_url = load.conf["DEFAULT"]["transport_url"]
+    run = {"hosts": n, "allocation_candidates_ms": allocation_candidates_ms(load), "schedulers": []}
+    for name in args.schedulers.split(","):
+        env = dict(os.environ)
+        if name == "nova":
+            cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
+        elif name == "ours":
+            cmd = [args.bin, "--config-file", str(state / "nova.conf")]
+            # The per-request timings line is a debug event of the manager.
+            env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
+        else:
+            sys.exit(f"unknown scheduler {name!r} (nova, ours)")
+        run["schedulers"].append(measure_scheduler(load, args, name, cmd, env, f"{n}", transport_url))
+    return run
+
+
 def allocation_candidates_ms(load, n=5):
     """Median time of Placement's GET /allocation_candidates for the bench
     flavor, asked the way nova asks it (limit = max_placement_results)."""
@@ -361,6 +380,7 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=300)
     ap.add_argument("--out-dir", default=None)
     ap.add_argument("--command-line", default=None, help="shown in the report")
+    ap.add_argument("--measure-only", metavar="RUN_JSON", help=argparse.SUPPRESS)
     L.add_load_args(ap)
     ap.set_defaults(single=30, multi=5, concurrency=10)
     args = ap.parse_args()
@@ -373,7 +393,7 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     venv = Path(sys.executable).parent.parent
     host_counts = [int(x) for x in args.hosts.split(",") if x]
-    if args.reuse_stack and len(host_counts) != 1:
+    if (args.reuse_stack or args.measure_only) and len(host_counts) != 1:
         sys.exit("--reuse-stack takes one host count")
     mem_kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
     results = {
@@ -384,7 +404,12 @@ def main():
         "args": vars(args),
         "runs": [],
     }
-    load = None
+    if args.measure_only:
+        # Child of the run below: the stack is seeded; measure and hand the run back.
+        n = host_counts[0]
+        run = measure_cloud(args, state, venv, n)
+        Path(args.measure_only).write_text(json.dumps(run, default=str))
+        return
     for n in host_counts:
         if not args.reuse_stack:
             log(f"{n} hosts: fresh stack (scripts/stack.sh up)")
@@ -399,25 +424,20 @@ def main():
                 f"{summary['aggregates']} aggregates")
         else:
             up_s, seed_s, summary = None, None, {}
-        if load is None:
-            load = L.Load(state, tuple(int(x) for x in args.flavor.split(",")))
-        else:
-            load.reload_cloud()
-        transport_url = load.conf["DEFAULT"]["transport_url"]
-        run = {"hosts": n, "stack_up_s": up_s and round(up_s, 1), "seed_s": seed_s and round(seed_s, 1),
-               "seed_summary": {k: v for k, v in summary.items() if k not in ("big", "disabled", "down")},
-               "allocation_candidates_ms": allocation_candidates_ms(load), "schedulers": []}
-        for name in args.schedulers.split(","):
-            env = dict(os.environ)
-            if name == "nova":
-                cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
-            elif name == "ours":
-                cmd = [args.bin, "--config-file", str(state / "nova.conf")]
-                # The per-request timings line is a debug event of the manager.
-                env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
-            else:
-                sys.exit(f"unknown scheduler {name!r} (nova, ours)")
-            run["schedulers"].append(measure_scheduler(load, args, name, cmd, env, f"{n}", transport_url))
+        # The measuring runs in a child process: `stack.sh up` for the next host
+        # count recreates the RabbitMQ vhost under nova's RPC client, which it
+        # does not survive cleanly.
+        part = out_dir / f".run-{n}.json"
+        part.unlink(missing_ok=True)
+        r = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--hosts", str(n),
+                            "--measure-only", str(part)])
+        if r.returncode or not part.exists():
+            sys.exit(f"measuring {n} hosts failed ({r.returncode})")
+        run = json.loads(part.read_text())
+        part.unlink()
+        run.update({"stack_up_s": up_s and round(up_s, 1), "seed_s": seed_s and round(seed_s, 1),
+                    "seed_summary": {k: v for k, v in summary.items()
+                                     if k not in ("big", "disabled", "down")}})
         results["runs"].append(run)
         results["finished"] = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%SZ}"
         stamp = results["started"].replace(" ", "T").replace(":", "")

@@ -392,7 +392,7 @@ class Placement:
         })
 
     def call(self, method, path, body=None, ok=(200, 201, 204)):
-        r = self.session.request(method, self.url + path, json=body, timeout=60)
+        r = self.session.request(method, self.url + path, json=body, timeout=600)
         if r.status_code not in ok:
             raise RuntimeError(f"Placement {method} {path}: {r.status_code} {r.text[:500]}")
         return r.json() if r.content else None
@@ -429,7 +429,7 @@ class Placement:
     def _put_with_generation(self, path, gen, body):
         for _ in range(10):
             r = self.session.put(self.url + path,
-                                 json=dict(body, resource_provider_generation=gen), timeout=60)
+                                 json=dict(body, resource_provider_generation=gen), timeout=600)
             if r.status_code == 200:
                 return r.json()["resource_provider_generation"]
             if r.status_code != 409:
@@ -516,12 +516,14 @@ def main():
         batches, batch = [], []
         for h in hosts:
             batch.extend(instances_by_host.get(h["name"], []))
-            if len(batch) >= 200:
+            if len(batch) >= 50:
                 batches.append(batch)
                 batch = []
         if batch:
             batches.append(batch)
-        with concurrent.futures.ThreadPoolExecutor(max(1, args.workers)) as pool:
+        # Two at a time: a big POST /allocations keeps a Placement worker busy for
+        # seconds, and the stack's Placement has two workers.
+        with concurrent.futures.ThreadPoolExecutor(min(2, max(1, args.workers))) as pool:
             for fut in concurrent.futures.as_completed(
                     [pool.submit(placement.allocate, b) for b in batches]):
                 fut.result()
