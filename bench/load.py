@@ -146,10 +146,12 @@ class Load:
         """One select_destinations as nova-conductor makes it. Returns
         (seconds, uuids, result or None, error class name or None)."""
         uuids = [self.H.new_uuid() for _ in range(n_instances)]
-        spec = self.H.make_spec(self.ctxt, self.flavor, uuids)
+        # A context per call, as each API request has its own request_id.
+        ctxt = self.H.user_context()
+        spec = self.H.make_spec(ctxt, self.flavor, uuids)
         t0 = time.perf_counter()
         try:
-            result = self.api.select_destinations(self.ctxt, spec, uuids,
+            result = self.api.select_destinations(ctxt, spec, uuids,
                                                   return_objects=True, return_alternates=True)
             return time.perf_counter() - t0, uuids, result, None
         except Exception as e:  # noqa: BLE001 - every failure is counted by class
