@@ -38,7 +38,6 @@ import nsrs_helpers as H  # noqa: E402  (load.py put tests/conformance on the pa
 
 REPO = L.REPO
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def log(msg):
@@ -402,7 +401,7 @@ def main():
     ap.add_argument("--reuse-stack", action="store_true",
                     help="use the stack and cloud as they are (one host count only)")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--compute-sync", action="store_true",
+    ap.add_argument("--compute-sync", action=argparse.BooleanOptionalAction, default=True,
                     help="cast sync_instance_info for every host after startup, as running "
                          "nova-computes do (nova then stops reading instances per request)")
     ap.add_argument("--ready-timeout", type=float, default=300)
