@@ -30,6 +30,24 @@ Disabled and down hosts are "bait": the largest hosts of the cloud (128 vCPU at
 16x, 1 TiB RAM, 8000 GB disk), so a scheduler that ignored their state would
 pick them first and be caught.
 
+Optional variety for benchmarks (all off by default, so the default cloud the
+conformance tests expect is unchanged; drawn from a second RNG derived from
+--seed, so adding them never changes the hosts themselves):
+  * --usage F: existing instances on enabled hosts, up to a fill of about F of
+    the tightest resource (per host uniformly 0..2F, capped at 95%), flavors
+    1..16 vCPU; written as `instances` rows in the cell database, as the usage
+    fields and stats nova-compute reports (vcpus_used, memory_mb_used,
+    free_ram_mb, running_vms, num_instances, num_proj_*, ...), and as
+    allocations in Placement (POST /allocations, batches of hosts);
+  * --azs K: K availability zones, each a nova host aggregate with metadata
+    availability_zone=azN holding a share of the hosts;
+  * --aggregates M: M more aggregates (no AZ) over random subsets of hosts;
+    every aggregate is mirrored into Placement (same uuid) as nova does;
+  * --direct-host-mappings: write host_mappings (and compute_nodes.mapped) in
+    SQL, as discover_hosts would, instead of running nova-manage (minutes at
+    tens of thousands of hosts).
+SQL goes in multi-row batches; Placement writes run --workers at a time.
+
 Writes <state>/cloud.json (every host with its role, cell and sizes) and prints
 a short JSON summary on stdout.
 """
@@ -73,6 +91,13 @@ BASE_TRAITS = [
     "HW_CPU_X86_SSE42",
 ]
 OPTIONAL_TRAITS = ["HW_CPU_X86_AVX2", "HW_CPU_X86_AVX512F", "COMPUTE_SECURITY_TPM_2_0"]
+# Flavors of the pre-existing instances (vCPU, MiB, GB) and how often each is drawn.
+INSTANCE_FLAVORS = [(1, 2048, 10), (2, 4096, 20), (4, 8192, 40), (8, 16384, 80), (16, 32768, 160)]
+INSTANCE_FLAVOR_WEIGHTS = [30, 30, 20, 15, 5]
+EXTRA_AGGREGATES = [("ssd", {"ssd": "true"}), ("gpu-ready", {"gpu": "true"}),
+                    ("windows-licensed", {"os_distro": "windows"}), ("highmem", {"highmem": "true"}),
+                    ("dedicated-tenant", {"filter_tenant_id": "c0c0c0c0c0c04c0c8c0c0c0c0c0c0c99"}),
+                    ("maintenance-next", {"maintenance": "planned"})]
 PCI_STATS_EMPTY = json.dumps({
     "nova_object.name": "PciDevicePoolList",
     "nova_object.namespace": "nova",
@@ -155,6 +180,86 @@ def make_hosts(args, cells):
     return hosts
 
 
+def add_variety(args, hosts):
+    """Instances, availability zones and aggregates (see the module doc). Drawn
+    from an RNG of its own so the hosts of a seed never change. Returns
+    (instances, aggregates); each host gets "instances", "used", "aggregates",
+    "availability_zone"."""
+    rng = random.Random(f"{args.seed}:variety")
+    projects = [uuid.UUID(int=rng.getrandbits(128), version=4).hex for _ in range(40)]
+    users = [uuid.UUID(int=rng.getrandbits(128), version=4).hex for _ in range(100)]
+    instances = []
+    for h in hosts:
+        h["used"] = {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
+        h["instances"] = 0
+        h["aggregates"] = []
+        h["availability_zone"] = None
+        # Bait hosts stay empty: they must remain the most attractive hosts.
+        if args.usage <= 0 or h["role"] in ("disabled", "down"):
+            continue
+        capacity = {"VCPU": h["vcpus"] * h["cpu_allocation_ratio"],
+                    "MEMORY_MB": (h["memory_mb"] - h["reserved_host_memory_mb"]) * h["ram_allocation_ratio"],
+                    "DISK_GB": h["local_gb"] * h["disk_allocation_ratio"]}
+        fill = min(0.95, rng.uniform(0, 2 * args.usage))
+        # Placement refuses an allocation above an inventory's max_unit (the host's size).
+        fits = [(f, w) for f, w in zip(INSTANCE_FLAVORS, INSTANCE_FLAVOR_WEIGHTS)
+                if f[0] <= h["vcpus"] and f[1] <= h["memory_mb"] and f[2] <= h["local_gb"]]
+        while fits:
+            vcpus, mem, disk = rng.choices([f for f, _ in fits], [w for _, w in fits])[0]
+            want = {"VCPU": vcpus, "MEMORY_MB": mem, "DISK_GB": disk}
+            if any(h["used"][rc] + n > fill * capacity[rc] for rc, n in want.items()):
+                break
+            for rc, n in want.items():
+                h["used"][rc] += n
+            h["instances"] += 1
+            instances.append({
+                "uuid": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+                "host": h["name"], "node_uuid": h["uuid"], "cell": h["cell"],
+                "project_id": rng.choice(projects), "user_id": rng.choice(users),
+                "vcpus": vcpus, "memory_mb": mem, "root_gb": disk,
+            })
+
+    aggregates = []
+    for k in range(args.azs):
+        aggregates.append({"name": f"az{k + 1}-hosts", "az": f"az{k + 1}",
+                           "metadata": {"availability_zone": f"az{k + 1}"}, "hosts": []})
+    for k in range(args.aggregates):
+        name, metadata = EXTRA_AGGREGATES[k % len(EXTRA_AGGREGATES)]
+        if k >= len(EXTRA_AGGREGATES):
+            name = f"{name}-{k // len(EXTRA_AGGREGATES) + 1}"
+        aggregates.append({"name": name, "az": None, "metadata": dict(metadata), "hosts": [],
+                           "share": rng.uniform(0.05, 0.3)})
+    for agg in aggregates:
+        agg["uuid"] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    az_aggs = [a for a in aggregates if a["az"]]
+    for h in hosts:
+        if az_aggs:
+            agg = rng.choice(az_aggs)
+            agg["hosts"].append(h["name"])
+            h["aggregates"].append(agg["uuid"])
+            h["availability_zone"] = agg["az"]
+        for agg in aggregates:
+            if agg["az"] is None and rng.random() < agg["share"]:
+                agg["hosts"].append(h["name"])
+                h["aggregates"].append(agg["uuid"])
+    return instances, aggregates
+
+
+def node_stats(h, instances_here):
+    """compute_nodes.stats as nova-compute's resource tracker reports them."""
+    stats = {"failed_builds": "0", "io_workload": "0", "num_instances": str(len(instances_here))}
+    if instances_here:
+        stats["num_vm_active"] = str(len(instances_here))
+        stats["num_task_None"] = str(len(instances_here))
+        stats["num_os_type_None"] = str(len(instances_here))
+        per_project = {}
+        for inst in instances_here:
+            per_project[inst["project_id"]] = per_project.get(inst["project_id"], 0) + 1
+        for p, n in sorted(per_project.items()):
+            stats[f"num_proj_{p}"] = str(n)
+    return json.dumps(stats)
+
+
 def cpu_info(h):
     return json.dumps({
         "arch": "x86_64", "model": "Cascadelake-Server", "vendor": "Intel",
@@ -163,7 +268,7 @@ def cpu_info(h):
     })
 
 
-def write_cell(cell_url, hosts, service_version, now, stale_time):
+def write_cell(cell_url, hosts, service_version, now, stale_time, instances_by_host):
     conn = pymysql.connect(**connect_args(cell_url))
     try:
         with conn.cursor() as cur:
@@ -180,6 +285,20 @@ def write_cell(cell_url, hosts, service_version, now, stale_time):
                  for h in hosts])
             cur.execute("SELECT host, id FROM services WHERE `binary` = 'nova-compute' AND deleted = 0")
             service_ids = dict(cur.fetchall())
+            rows = []
+            for h in hosts:
+                used = h.get("used") or {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
+                here = instances_by_host.get(h["name"], [])
+                memory_mb_used = h["reserved_host_memory_mb"] + used["MEMORY_MB"]
+                free_disk_gb = h["local_gb"] - used["DISK_GB"]
+                rows.append((
+                    now, now, service_ids[h["name"]], h["name"], h["uuid"],
+                    h["vcpus"], h["memory_mb"], h["local_gb"], used["VCPU"], memory_mb_used,
+                    used["DISK_GB"], h["hypervisor_version"], h["name"], cpu_info(h),
+                    h["memory_mb"] - memory_mb_used, free_disk_gb, free_disk_gb, len(here),
+                    h["host_ip"], json.dumps([["x86_64", "qemu", "hvm"], ["i686", "qemu", "hvm"]]),
+                    PCI_STATS_EMPTY, node_stats(h, here),
+                    h["cpu_allocation_ratio"], h["ram_allocation_ratio"], h["disk_allocation_ratio"]))
             cur.executemany(
                 "INSERT INTO compute_nodes (created_at, updated_at, service_id, host, uuid,"
                 " vcpus, memory_mb, local_gb, vcpus_used, memory_mb_used, local_gb_used,"
@@ -188,20 +307,78 @@ def write_cell(cell_url, hosts, service_version, now, stale_time):
                 " host_ip, supported_instances, pci_stats, metrics, extra_resources, stats,"
                 " numa_topology, cpu_allocation_ratio, ram_allocation_ratio,"
                 " disk_allocation_ratio, deleted, mapped)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, %s, 0, 'QEMU', %s, %s, %s,"
-                " %s, %s, %s, 0, 0, %s, %s, %s, '[]', NULL, %s, NULL, %s, %s, %s, 0, 0)",
-                [(now, now, service_ids[h["name"]], h["name"], h["uuid"],
-                  h["vcpus"], h["memory_mb"], h["local_gb"], h["reserved_host_memory_mb"],
-                  h["hypervisor_version"], h["name"], cpu_info(h),
-                  h["memory_mb"] - h["reserved_host_memory_mb"], h["local_gb"], h["local_gb"],
-                  h["host_ip"], json.dumps([["x86_64", "qemu", "hvm"], ["i686", "qemu", "hvm"]]),
-                  PCI_STATS_EMPTY,
-                  json.dumps({"failed_builds": "0", "io_workload": "0", "num_instances": "0"}),
-                  h["cpu_allocation_ratio"], h["ram_allocation_ratio"], h["disk_allocation_ratio"])
-                 for h in hosts])
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'QEMU', %s, %s, %s,"
+                " %s, %s, %s, 0, %s, %s, %s, %s, '[]', NULL, %s, NULL, %s, %s, %s, 0, 0)",
+                rows)
+            az_of = {h["name"]: h.get("availability_zone") for h in hosts}
+            if any(h["name"] in instances_by_host for h in hosts):
+                cur.execute("SELECT uuid, id FROM compute_nodes WHERE deleted = 0")
+                node_ids = dict(cur.fetchall())
+                cur.executemany(
+                    "INSERT INTO instances (created_at, updated_at, launched_at, user_id, project_id,"
+                    " image_ref, launch_index, power_state, vm_state, memory_mb, vcpus, root_gb,"
+                    " ephemeral_gb, hostname, display_name, host, node, launched_on,"
+                    " availability_zone, instance_type_id, uuid, deleted, cleaned, hidden,"
+                    " locked, compute_id, os_type)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, 0, 1, 'active', %s, %s, %s, 0, %s, %s,"
+                    " %s, %s, %s, %s, %s, %s, 0, 0, 0, 0, %s, NULL)",
+                    [(now, now, now, i["user_id"], i["project_id"],
+                      "e0e0e0e0-e0e0-4e0e-8e0e-e0e0e0e0e001", i["memory_mb"], i["vcpus"],
+                      i["root_gb"], f"vm-{i['uuid'][:8]}", f"vm-{i['uuid'][:8]}", h_name, h_name,
+                      h_name, az_of.get(h_name) or "nova",
+                      1 + [f[0] for f in INSTANCE_FLAVORS].index(i["vcpus"]), i["uuid"],
+                      node_ids[i["node_uuid"]])
+                     for h_name, here in instances_by_host.items() if h_name in az_of
+                     for i in here])
         conn.commit()
     finally:
         conn.close()
+
+
+def write_aggregates(api_url, aggregates, now):
+    """nova host aggregates (with availability_zone metadata for AZs) in the API
+    database, as `openstack aggregate create/add host/set --zone` leave them."""
+    if not aggregates:
+        return
+    conn = pymysql.connect(**connect_args(api_url))
+    try:
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO aggregates (created_at, uuid, name) VALUES (%s, %s, %s)",
+                            [(now, a["uuid"], a["name"]) for a in aggregates])
+            cur.execute("SELECT uuid, id FROM aggregates")
+            ids = dict(cur.fetchall())
+            cur.executemany(
+                "INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value)"
+                " VALUES (%s, %s, %s, %s)",
+                [(now, ids[a["uuid"]], k, v) for a in aggregates for k, v in a["metadata"].items()])
+            cur.executemany(
+                "INSERT INTO aggregate_hosts (created_at, host, aggregate_id) VALUES (%s, %s, %s)",
+                [(now, host, ids[a["uuid"]]) for a in aggregates for host in a["hosts"]])
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def write_host_mappings(api_url, cells, hosts, now):
+    """What `nova-manage cell_v2 discover_hosts` writes, in a few statements."""
+    conn = pymysql.connect(**connect_args(api_url))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT uuid, id FROM cell_mappings")
+            cell_ids = dict(cur.fetchall())
+            cur.executemany("INSERT INTO host_mappings (created_at, cell_id, host) VALUES (%s, %s, %s)",
+                            [(now, cell_ids[h["cell_uuid"]], h["name"]) for h in hosts])
+        conn.commit()
+    finally:
+        conn.close()
+    for cell in cells:
+        conn = pymysql.connect(**connect_args(cell["url"]))
+        try:
+            with conn.cursor() as cur:
+                cur.execute("UPDATE compute_nodes SET mapped = 1 WHERE deleted = 0")
+            conn.commit()
+        finally:
+            conn.close()
 
 
 class Placement:
@@ -215,7 +392,7 @@ class Placement:
         })
 
     def call(self, method, path, body=None, ok=(200, 201, 204)):
-        r = self.session.request(method, self.url + path, json=body, timeout=60)
+        r = self.session.request(method, self.url + path, json=body, timeout=600)
         if r.status_code not in ok:
             raise RuntimeError(f"Placement {method} {path}: {r.status_code} {r.text[:500]}")
         return r.json() if r.content else None
@@ -234,13 +411,25 @@ class Placement:
         }
         gen = self._put_with_generation(
             f"/resource_providers/{h['uuid']}/inventories", gen, {"inventories": inv})
-        self._put_with_generation(
+        gen = self._put_with_generation(
             f"/resource_providers/{h['uuid']}/traits", gen, {"traits": h["traits"]})
+        if h.get("aggregates"):
+            # nova mirrors its host aggregates into Placement under the same uuid.
+            self._put_with_generation(
+                f"/resource_providers/{h['uuid']}/aggregates", gen, {"aggregates": h["aggregates"]})
+
+    def allocate(self, instances):
+        """Allocations of existing instances, many consumers per POST /allocations."""
+        body = {i["uuid"]: {"allocations": {i["node_uuid"]: {"resources": {
+            "VCPU": i["vcpus"], "MEMORY_MB": i["memory_mb"], "DISK_GB": i["root_gb"]}}},
+            "project_id": i["project_id"], "user_id": i["user_id"], "consumer_generation": None}
+            for i in instances}
+        self.call("POST", "/allocations", body)
 
     def _put_with_generation(self, path, gen, body):
         for _ in range(10):
             r = self.session.put(self.url + path,
-                                 json=dict(body, resource_provider_generation=gen), timeout=60)
+                                 json=dict(body, resource_provider_generation=gen), timeout=600)
             if r.status_code == 200:
                 return r.json()["resource_provider_generation"]
             if r.status_code != 409:
@@ -264,6 +453,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=4, help="parallel Placement writers")
     ap.add_argument("--no-discover", action="store_true", help="skip nova-manage discover_hosts")
+    ap.add_argument("--usage", type=float, default=0.0,
+                    help="mean fill of enabled hosts by existing instances (0 = empty hosts)")
+    ap.add_argument("--azs", type=int, default=0, help="availability zones (host aggregates)")
+    ap.add_argument("--aggregates", type=int, default=0, help="more aggregates, without AZ")
+    ap.add_argument("--direct-host-mappings", action="store_true",
+                    help="write host_mappings in SQL instead of running nova-manage discover_hosts")
     args = ap.parse_args()
     t0 = time.monotonic()
 
@@ -286,6 +481,10 @@ def main():
     cells = cells[: args.cells]
 
     hosts = make_hosts(args, cells)
+    instances, aggregates = add_variety(args, hosts)
+    instances_by_host = {}
+    for inst in instances:
+        instances_by_host.setdefault(inst["host"], []).append(inst)
     unknown = {t for h in hosts for t in h["traits"]} - set(os_traits.get_traits())
     if unknown:
         sys.exit(f"traits unknown to os-traits {os_traits.__version__ if hasattr(os_traits, '__version__') else ''}: {sorted(unknown)}")
@@ -296,17 +495,44 @@ def main():
 
     now = utcnow()
     stale_time = now - datetime.timedelta(hours=1)
+    timings = {}
     for cell in cells:
         write_cell(cell["url"], [h for h in hosts if h["cell"] == cell["name"]],
-                   SERVICE_VERSION, now, stale_time)
+                   SERVICE_VERSION, now, stale_time, instances_by_host)
+    write_aggregates(api_url, aggregates, now)
+    timings["sql_s"] = round(time.monotonic() - t0, 1)
 
+    t1 = time.monotonic()
     placement = Placement(placement_url, token)
     with concurrent.futures.ThreadPoolExecutor(max(1, args.workers)) as pool:
         for fut in concurrent.futures.as_completed(
                 [pool.submit(placement.create_provider, h) for h in hosts]):
             fut.result()
+    timings["placement_providers_s"] = round(time.monotonic() - t1, 1)
+    if instances:
+        # One batch per run of consecutive hosts: no two batches touch the same
+        # provider, so concurrent batches never conflict on its generation.
+        t1 = time.monotonic()
+        batches, batch = [], []
+        for h in hosts:
+            batch.extend(instances_by_host.get(h["name"], []))
+            if len(batch) >= 50:
+                batches.append(batch)
+                batch = []
+        if batch:
+            batches.append(batch)
+        # Two at a time: a big POST /allocations keeps a Placement worker busy for
+        # seconds, and the stack's Placement has two workers.
+        with concurrent.futures.ThreadPoolExecutor(min(2, max(1, args.workers))) as pool:
+            for fut in concurrent.futures.as_completed(
+                    [pool.submit(placement.allocate, b) for b in batches]):
+                fut.result()
+        timings["placement_allocations_s"] = round(time.monotonic() - t1, 1)
 
-    if not args.no_discover:
+    t1 = time.monotonic()
+    if args.direct_host_mappings:
+        write_host_mappings(api_url, cells, hosts, now)
+    elif not args.no_discover:
         nova_manage = os.path.join(os.path.dirname(sys.executable), "nova-manage")
         out = subprocess.run([nova_manage, "--config-file", args.config_file,
                               "cell_v2", "discover_hosts"],
@@ -314,6 +540,7 @@ def main():
         if out.returncode != 0:
             sys.stderr.write(out.stdout + out.stderr)
             sys.exit("nova-manage cell_v2 discover_hosts failed")
+    timings["host_mappings_s"] = round(time.monotonic() - t1, 1)
 
     cloud = {
         "seed": args.seed,
@@ -323,10 +550,12 @@ def main():
                               "hosts": [h["name"] for h in hosts if h["cell"] == c["name"]]}
                   for c in cells},
         "hosts": hosts,
+        "instances": len(instances),
+        "aggregates": [{k: v for k, v in a.items() if k != "share"} for a in aggregates],
     }
     path = os.path.join(args.state_dir, "cloud.json")
     with open(path, "w") as f:
-        json.dump(cloud, f, indent=1)
+        json.dump(cloud, f, indent=1 if len(hosts) <= 1000 else None)
     summary = {
         "cloud_json": path,
         "hosts": len(hosts),
@@ -334,7 +563,11 @@ def main():
         "cell_uuids": {c: v["uuid"] for c, v in cloud["cells"].items()},
         **{role: [h["name"] for h in hosts if h["role"] == role]
            for role in ("big", "disabled", "down")},
+        "instances": len(instances),
+        "aggregates": len(aggregates),
+        "availability_zones": sorted({a["az"] for a in aggregates if a["az"]}),
         "seconds": round(time.monotonic() - t0, 1),
+        **timings,
     }
     print(json.dumps(summary, indent=1))
 

@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""Load generator for a scheduler serving the stack's `scheduler` topic.
+
+It calls select_destinations exactly as nova-conductor does: nova's own
+nova.scheduler.rpcapi.SchedulerAPI, a RequestSpec built by nova's objects
+(RequestSpec.from_components, as nova-api builds it), the user's context,
+return_objects=True and return_alternates=True. It does not care which
+scheduler answers (nova-scheduler 34 or nova-scheduler-rs).
+
+Phases (each optional, run in this order):
+  single      --single N                   N sequential calls, 1 instance each
+  multi       --multi N --instances K      N sequential calls, K instances each
+  concurrent  --concurrency C --per-caller N --instances K
+                                           C callers (threads) at once, N calls each
+
+For every phase it reports p50/p95/p99/max latency, throughput, NoValidHost and
+other failures, claim conflicts (lines "Failed to save allocation" that both
+schedulers log when a claim PUT is refused, counted in the scheduler's log if
+given), and the daemon's per-phase timings when its log carries them
+(`*_ms=` fields of `select_destinations done` lines).
+
+Every answer is validated after the phase: each instance has its allocation in
+Placement on exactly the chosen compute node with the flavor's resources, the
+chosen node is an enabled, live host of the seeded cloud, no host appears twice
+in one instance's list, and no provider the phase touched is over
+(total - reserved) x allocation_ratio. Then the phase's allocations are deleted
+(and checked gone) so every phase and every scheduler starts from the seeded
+cloud.
+
+Usage (the stack's venv):
+  python bench/load.py --state-dir .stack --single 50 --multi 10 --instances 10 \\
+      --concurrency 10 --per-caller 1 --json out.json --scheduler-log .stack/logs/x.log
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import statistics
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "conformance"))
+
+CLAIM_CONFLICT = re.compile(r"Failed to save allocation")
+PHASE_LINE = re.compile(r"select_destinations done")
+MS_FIELD = re.compile(r"\b(\w+_ms)=([0-9]+(?:\.[0-9]+)?)")
+
+
+def percentile(values, q):
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
+    return s[k]
+
+
+def summarize_latencies(lat):
+    if not lat:
+        return {}
+    return {"p50_ms": round(statistics.median(lat) * 1000, 1),
+            "p95_ms": round(percentile(lat, 95) * 1000, 1),
+            "p99_ms": round(percentile(lat, 99) * 1000, 1),
+            "max_ms": round(max(lat) * 1000, 1),
+            "mean_ms": round(statistics.fmean(lat) * 1000, 1)}
+
+
+class LogWindow:
+    """The part of a log file written between start() and read()."""
+
+    def __init__(self, path):
+        self.path = Path(path) if path else None
+        self.offset = 0
+
+    def start(self):
+        self.offset = self.path.stat().st_size if self.path and self.path.exists() else 0
+
+    def read(self):
+        if not self.path or not self.path.exists():
+            return ""
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            return f.read().decode(errors="replace")
+
+
+def phase_timings(text):
+    """Medians of the `*_ms` fields of the daemon's `select_destinations done`
+    lines (nothing when the scheduler does not log them)."""
+    fields = {}
+    for line in text.splitlines():
+        if PHASE_LINE.search(line):
+            for name, value in MS_FIELD.findall(line):
+                fields.setdefault(name, []).append(float(value))
+    return {name: {"median": round(statistics.median(v), 2), "p95": round(percentile(v, 95), 2),
+                   "n": len(v)} for name, v in sorted(fields.items())}
+
+
+class Load:
+    """nova's client side plus the checks; one per process."""
+
+    def __init__(self, state_dir, flavor=(2, 4096, 20)):
+        import nsrs_helpers as H
+        self.H = H
+        self.state_dir = Path(state_dir)
+        conf_path = self.state_dir / "nova.conf"
+        self.CONF = H.init_nova_client(conf_path)
+        self.CONF.set_override("long_rpc_timeout", 600)
+        import nova.context
+        from nova.scheduler import rpcapi
+        self.api = rpcapi.SchedulerAPI()
+        self.ctxt = H.user_context()
+        self.admin = nova.context.get_admin_context()
+        self.conf = H.read_conf(conf_path)
+        self._local = threading.local()
+        vcpus, mem, disk = flavor
+        self.flavor = H.make_flavor(vcpus=vcpus, memory_mb=mem, root_gb=disk, name="bench.flavor")
+        self.want = H.flavor_resources(self.flavor)
+        self.pool = concurrent.futures.ThreadPoolExecutor(8)
+        self.reload_cloud()
+
+    def reload_cloud(self):
+        """The seeded cloud's hosts (after a new seed)."""
+        cloud = json.loads((self.state_dir / "cloud.json").read_text())
+        self.hosts = {h["uuid"]: h for h in cloud["hosts"]}
+        self.eligible = {u for u, h in self.hosts.items() if not h["disabled"] and not h["down"]}
+
+    @property
+    def placement(self):
+        # requests.Session is not thread-safe: one per thread.
+        p = getattr(self._local, "placement", None)
+        if p is None:
+            p = self._local.placement = self.H.Placement(self.conf)
+        return p
+
+    # --- one call -------------------------------------------------------------
+
+    def call(self, n_instances):
+        """One select_destinations as nova-conductor makes it. Returns
+        (seconds, uuids, result or None, error class name or None)."""
+        uuids = [self.H.new_uuid() for _ in range(n_instances)]
+        # A context per call, as each API request has its own request_id.
+        ctxt = self.H.user_context()
+        spec = self.H.make_spec(ctxt, self.flavor, uuids)
+        t0 = time.perf_counter()
+        try:
+            result = self.api.select_destinations(ctxt, spec, uuids,
+                                                  return_objects=True, return_alternates=True)
+            return time.perf_counter() - t0, uuids, result, None
+        except Exception as e:  # noqa: BLE001 - every failure is counted by class
+            return time.perf_counter() - t0, uuids, None, type(e).__name__
+
+    # --- checks and cleanup ----------------------------------------------------
+
+    def validate(self, answers):
+        """Problems found in the answers (a list of strings) and the providers chosen."""
+        problems, chosen = [], set()
+        checks = []
+        for _, uuids, result, err in answers:
+            if result is None:
+                continue
+            if not isinstance(result, list) or len(result) != len(uuids):
+                problems.append(f"{len(uuids)} instances asked, answer has "
+                                f"{len(result) if isinstance(result, list) else type(result)} lists")
+                continue
+            for inst, sels in zip(uuids, result):
+                hosts = [s.compute_node_uuid for s in sels]
+                if len(set(hosts)) != len(hosts):
+                    problems.append(f"{inst}: a host appears twice in its selection list")
+                for u in hosts:
+                    if u not in self.eligible:
+                        problems.append(f"{inst}: {u} is not an enabled, live seeded host")
+                chosen.add(sels[0].compute_node_uuid)
+                checks.append((inst, sels[0].compute_node_uuid))
+
+        def check_alloc(pair):
+            inst, node = pair
+            got = self.placement.allocations(inst)["allocations"]
+            if set(got) != {node}:
+                return f"{inst}: allocations on {sorted(got)}, chosen {node}"
+            if got[node]["resources"] != self.want:
+                return f"{inst}: allocated {got[node]['resources']}, flavor needs {self.want}"
+            return None
+
+        problems += [p for p in self.pool.map(check_alloc, checks) if p]
+        problems += [p for p in self.pool.map(self.over_capacity, sorted(chosen)) if p]
+        return problems, chosen
+
+    def over_capacity(self, rp):
+        inv = self.placement.get(f"/resource_providers/{rp}/inventories")["inventories"]
+        usages = self.placement.get(f"/resource_providers/{rp}/usages")["usages"]
+        for rc, used in usages.items():
+            i = inv[rc]
+            cap = (i["total"] - i["reserved"]) * i["allocation_ratio"]
+            if used > cap + 1e-9:
+                name = self.hosts.get(rp, {}).get("name", rp)
+                return f"{name}: {rc} used {used} > capacity {cap}"
+        return None
+
+    def cleanup(self, answers):
+        """Delete every allocation the answers' instances hold (claims of failed
+        calls included, should a scheduler leave any) and check they are gone."""
+        uuids = [u for _, us, _, _ in answers for u in us]
+
+        def drop(u):
+            self.placement.delete_allocations(u)
+            return self.placement.allocations(u)["allocations"]
+
+        left = [u for u, rest in zip(uuids, self.pool.map(drop, uuids)) if rest]
+        return left
+
+    # --- phases ----------------------------------------------------------------
+
+    def run_phase(self, name, callers, per_caller, n_instances, log=None):
+        window = LogWindow(log)
+        window.start()
+        answers = []
+        lock = threading.Lock()
+
+        def caller():
+            for _ in range(per_caller):
+                a = self.call(n_instances)
+                with lock:
+                    answers.append(a)
+
+        t0 = time.perf_counter()
+        if callers == 1:
+            caller()
+        else:
+            threads = [threading.Thread(target=caller) for _ in range(callers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        wall = time.perf_counter() - t0
+        time.sleep(0.3)  # let the scheduler flush its last log lines
+        text = window.read()
+        problems, chosen = self.validate(answers)
+        left = self.cleanup(answers)
+        ok = [a for a in answers if a[3] is None]
+        errors = {}
+        for a in answers:
+            if a[3] is not None:
+                errors[a[3]] = errors.get(a[3], 0) + 1
+        out = {
+            "phase": name, "callers": callers, "calls": len(answers), "instances_per_call": n_instances,
+            "ok": len(ok), "no_valid_host": sum(n for e, n in errors.items() if e.startswith("NoValidHost")),
+            "errors": errors, "wall_s": round(wall, 3),
+            "calls_per_s": round(len(answers) / wall, 3) if wall else None,
+            "instances_per_s": round(len(ok) * n_instances / wall, 3) if wall else None,
+            **summarize_latencies([a[0] for a in answers]),
+            "ok_latency": summarize_latencies([a[0] for a in ok]),
+            "claim_conflicts": len(CLAIM_CONFLICT.findall(text)) if log else None,
+            "daemon_phases": phase_timings(text),
+            "distinct_hosts_chosen": len(chosen),
+            "validation_problems": problems[:20], "validation_problem_count": len(problems),
+            "allocations_left_after_cleanup": len(left),
+        }
+        return out
+
+
+def print_phase(r, out=sys.stdout):
+    print(f"  {r['phase']:<11} calls={r['calls']} x{r['instances_per_call']} callers={r['callers']} "
+          f"ok={r['ok']} NoValidHost={r['no_valid_host']} errors={r['errors'] or 0} "
+          f"p50={r.get('p50_ms')}ms p95={r.get('p95_ms')}ms p99={r.get('p99_ms')}ms "
+          f"max={r.get('max_ms')}ms {r['calls_per_s']} calls/s "
+          f"conflicts={r['claim_conflicts']} invalid={r['validation_problem_count']}", file=out)
+    for p in r["validation_problems"][:5]:
+        print(f"    INVALID: {p}", file=out)
+    if r["daemon_phases"]:
+        print("    daemon: " + " ".join(f"{k}={v['median']}" for k, v in r["daemon_phases"].items()),
+              file=out)
+
+
+def add_load_args(ap):
+    ap.add_argument("--single", type=int, default=0, help="sequential 1-instance calls")
+    ap.add_argument("--multi", type=int, default=0, help="sequential multi-instance calls")
+    ap.add_argument("--instances", type=int, default=10, help="instances per multi/concurrent call")
+    ap.add_argument("--concurrency", type=int, default=0, help="concurrent callers")
+    ap.add_argument("--per-caller", type=int, default=1, help="calls per concurrent caller")
+    ap.add_argument("--flavor", default="2,4096,20", help="vcpus,memory_mb,root_gb")
+
+
+def run_phases(load, args, log=None, report=print_phase):
+    results = []
+    if args.single:
+        results.append(load.run_phase("single", 1, args.single, 1, log))
+        report(results[-1])
+    if args.multi:
+        results.append(load.run_phase("multi", 1, args.multi, args.instances, log))
+        report(results[-1])
+    if args.concurrency:
+        results.append(load.run_phase("concurrent", args.concurrency, args.per_caller,
+                                      args.instances, log))
+        report(results[-1])
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--state-dir", default=str(REPO / ".stack"))
+    ap.add_argument("--scheduler-log", help="the scheduler's log, for conflicts and phase timings")
+    ap.add_argument("--json", help="write the results here")
+    add_load_args(ap)
+    args = ap.parse_args()
+    load = Load(args.state_dir, tuple(int(x) for x in args.flavor.split(",")))
+    results = run_phases(load, args, args.scheduler_log)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    bad = sum(r["validation_problem_count"] + r["allocations_left_after_cleanup"] for r in results)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""Side-by-side run: nova-scheduler 34 and nova-scheduler-rs on the same seeded
+cloud, under the same load (bench/load.py), one after the other.
+
+For each host count: a fresh stack (`scripts/stack.sh up`) seeded with
+`scripts/stack.sh seed` (varied sizes, existing instances with allocations,
+AZs, aggregates, a few disabled/down hosts; same --seed, so the same cloud for
+both schedulers and for every rerun). Then for each scheduler: start it, time
+readiness (its consumer on the `scheduler` queue) and the first answer, a few
+warm-up calls, then the load phases, with the scheduler's process-group CPU
+seconds (utime+stime from /proc/<pid>/stat, all processes of its group: nova
+forks a worker) read before and after each phase, and peak RSS (VmHWM) at the
+end. Placement's and MariaDB's CPU over each phase is reported too, since a
+scheduler that moves work to them is not cheaper. Allocations made by a phase
+are deleted before the next, so both schedulers see the seeded cloud.
+
+Run through scripts/bench_side_by_side.sh (it finds the venv and the binary).
+Results: <out-dir>/results-<timestamp>.json and a markdown report printed and
+written next to it.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import load as L  # noqa: E402
+import nsrs_helpers as H  # noqa: E402  (load.py put tests/conformance on the path)
+
+REPO = L.REPO
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg):
+    print(f"[{datetime.datetime.now(datetime.timezone.utc):%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- /proc ----------------------------------------------------------------------
+
+def proc_stat(pid):
+    """(ppid, pgid, cpu seconds) of a process, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state): ppid = 4, pgrp = 5, utime = 14, stime = 15
+    return int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def group_pids(pgid):
+    out = []
+    for pid in all_pids():
+        st = proc_stat(pid)
+        if st and st[1] == pgid:
+            out.append(pid)
+    return out
+
+
+def tree_pids(root):
+    """root and all its descendants."""
+    parents = {}
+    for pid in all_pids():
+        st = proc_stat(pid)
+        if st:
+            parents[pid] = st[0]
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        if p in parents:
+            out.append(p)
+            todo.extend(c for c, pp in parents.items() if pp == p)
+    return out
+
+
+def cpu_seconds(pids):
+    return sum((proc_stat(p) or (0, 0, 0.0))[2] for p in pids)
+
+
+def vm_hwm_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def pids_by_comm(name):
+    out = []
+    for pid in all_pids():
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == name:
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+# --- the stack -------------------------------------------------------------------
+
+def stack(state, *args, capture=False):
+    cmd = [str(REPO / "scripts" / "stack.sh"), *args]
+    logf = state / "logs" / "bench-stack.log"
+    logf.parent.mkdir(parents=True, exist_ok=True)
+    with open(logf, "a") as lf:
+        lf.write(f"+ {shlex.join(cmd)}\n")
+        lf.flush()
+        r = subprocess.run(cmd, stdout=subprocess.PIPE if capture else lf, stderr=lf, text=True)
+    if r.returncode:
+        sys.exit(f"{shlex.join(cmd)} failed ({r.returncode}); see {logf}")
+    return r.stdout
+
+
+def seed_args(args, n):
+    special = max(1, n // 100)
+    return ["seed", "--hosts", str(n), "--cells", "2", "--seed", str(args.seed),
+            "--big-hosts", str(max(2, special)), "--disabled-hosts", str(max(2, special)),
+            "--down-hosts", str(special), "--usage", str(args.usage), "--azs", str(args.azs),
+            "--aggregates", str(args.aggregates), "--direct-host-mappings",
+            "--workers", str(args.placement_workers)]
+
+
+# --- one scheduler ----------------------------------------------------------------
+
+class Scheduler:
+    def __init__(self, name, cmd, logpath, env):
+        self.name, self.cmd, self.logpath, self.env = name, cmd, logpath, env
+        self.proc = None
+
+    def start(self):
+        self.logf = open(self.logpath, "wb")
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
+
+    def pids(self):
+        return group_pids(self.proc.pid)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            self.proc.poll()
+            if not group_pids(self.proc.pid):
+                break
+            time.sleep(0.2)
+        else:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.logf.close()
+
+
+def wait_consumers(transport_url, want, timeout, sched=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        n = H.queue_consumers(transport_url)
+        if (n > 0) == want:
+            return
+        if sched is not None and not sched.alive():
+            sys.exit(f"{sched.name} exited before it consumed the scheduler queue; log {sched.logpath}")
+        if time.monotonic() > deadline:
+            sys.exit(f"scheduler queue consumers still {'absent' if want else 'present'} after {timeout}s")
+        time.sleep(0.05)
+
+
+def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
+    state = load.state_dir
+    logpath = state / "logs" / f"bench-{name}-{tag}.log"
+    wait_consumers(transport_url, False, 30)
+    sched = Scheduler(name, cmd, logpath, env)
+    log(f"{name}: starting {shlex.join(cmd)} (log {logpath})")
+    sched.start()
+    out = {"scheduler": name, "command": shlex.join(cmd), "log": str(logpath)}
+    try:
+        wait_consumers(transport_url, True, args.ready_timeout, sched)
+        out["ready_s"] = round(time.perf_counter() - sched.started, 3)
+        first = load.call(1)
+        out["first_answer_s"] = round(time.perf_counter() - sched.started, 3)
+        out["first_call_ms"] = round(first[0] * 1000, 1)
+        out["first_call_error"] = first[3]
+        load.cleanup([first])
+        if args.compute_sync:
+            sync_instance_info(load)
+        for _ in range(args.warmup):
+            load.cleanup([load.call(1)])
+        log(f"{name}: ready {out['ready_s']}s, first answer {out['first_answer_s']}s")
+        placement_pids = tree_pids(int((state / "placement.pid").read_text().strip()))
+        mariadb_pids = pids_by_comm("mariadbd") or pids_by_comm("mysqld")
+        out["phases"] = []
+
+        def report(r):
+            L.print_phase(r, sys.stderr)
+
+        for attr in ("single", "multi", "concurrency"):
+            if not getattr(args, attr):
+                continue
+            # One phase at a time, so CPU can be read around each.
+            sub = argparse.Namespace(**vars(args))
+            for other in ("single", "multi", "concurrency"):
+                if other != attr:
+                    setattr(sub, other, 0)
+            pids = sched.pids()
+            before = (cpu_seconds(pids), cpu_seconds(placement_pids), cpu_seconds(mariadb_pids),
+                      time.perf_counter(), loadavg())
+            [r] = L.run_phases(load, sub, logpath, report)
+            pids = sched.pids()
+            after = (cpu_seconds(pids), cpu_seconds(placement_pids), cpu_seconds(mariadb_pids))
+            r["scheduler_cpu_s"] = round(after[0] - before[0], 3)
+            r["placement_cpu_s"] = round(after[1] - before[1], 3)
+            r["mariadb_cpu_s"] = round(after[2] - before[2], 3)
+            # The phase's wall time includes validation and cleanup after the calls;
+            # CPU is read after them too, but neither scheduler works then.
+            r["scheduler_cpu_ms_per_call"] = round(r["scheduler_cpu_s"] / r["calls"] * 1000, 1)
+            r["placement_cpu_ms_per_call"] = round(r["placement_cpu_s"] / r["calls"] * 1000, 1)
+            r["mariadb_cpu_ms_per_call"] = round(r["mariadb_cpu_s"] / r["calls"] * 1000, 1)
+            r["loadavg_before"] = before[4]
+            r["loadavg_after"] = loadavg()
+            out["phases"].append(r)
+        hwm = {pid: vm_hwm_kb(pid) for pid in sched.pids()}
+        out["vm_hwm_kb_max"] = max(hwm.values(), default=0)
+        out["vm_hwm_kb_sum"] = sum(hwm.values())
+        out["processes"] = len(hwm)
+        out["alive_at_end"] = sched.alive()
+    finally:
+        sched.stop()
+    return out
+
+
+def measure_cloud(args, state, venv, n):
+    """Both schedulers, one after the other, on the cloud seeded now."""
+    load = L.Load(state, tuple(int(x) for x in args.flavor.split(",")))
+    transport_url = load.conf["DEFAULT"]["transport_url"]
+    run = {"hosts": n, "allocation_candidates_ms": allocation_candidates_ms(load), "schedulers": []}
+    for name in args.schedulers.split(","):
+        env = dict(os.environ)
+        if name == "nova":
+            cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
+        elif name == "ours":
+            cmd = [args.bin, "--config-file", str(state / "nova.conf")]
+            # The per-request timings line is a debug event of the manager.
+            env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
+        else:
+            sys.exit(f"unknown scheduler {name!r} (nova, ours)")
+        run["schedulers"].append(measure_scheduler(load, args, name, cmd, env, f"{n}", transport_url))
+    return run
+
+
+def sync_instance_info(load):
+    """What every nova-compute casts to the schedulers every
+    scheduler_instance_sync_interval (120 s): the uuids of its instances. Once
+    nova's HostManager has a host's list confirmed ("updated") it stops reading
+    that host's instances from the cell database on every request, as in a
+    cloud with running computes. Sent twice (the first may only create the
+    entry); our daemon accepts and ignores the cast."""
+    per_host = {h["name"]: [] for h in load.hosts.values()}
+    for _, (_, url) in H.CloudDB(load.conf).cells().items():
+        conn = H.connect(url)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT host, uuid FROM instances WHERE deleted = 0 AND host IS NOT NULL")
+                for host, u in cur.fetchall():
+                    per_host.setdefault(host, []).append(u)
+        finally:
+            conn.close()
+    for _ in range(2):
+        for host, uuids in per_host.items():
+            load.api.sync_instance_info(load.admin, host, uuids)
+        time.sleep(2)
+
+
+def allocation_candidates_ms(load, n=5):
+    """Median time of Placement's GET /allocation_candidates for the bench
+    flavor, asked the way nova asks it (limit = max_placement_results)."""
+    q = load.H.resources_query(load.flavor)
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        load.placement.get("/allocation_candidates", resources=q,
+                           root_required="OWNER_NOVA,!COMPUTE_STATUS_DISABLED", limit=1000)
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 1)
+
+
+# --- report ---------------------------------------------------------------------
+
+def ratio(a, b):
+    return f"{a / b:.1f}x" if a and b else "-"
+
+
+def markdown(results):
+    lines = []
+    m = results["machine"]
+    lines.append(f"Run {results['started']} - {results['finished']} on {m['nproc']} CPUs, "
+                 f"{m['mem_gib']} GiB RAM, {m['kernel']}; load average at start {m['loadavg_start']}.")
+    lines.append(f"Command: `{results['command']}`")
+    lines.append("")
+    lines.append("| hosts | phase | calls x inst | nova p50 | ours p50 | p50 nova/ours | nova p95 | ours p95 "
+                 "| nova CPU/call | ours CPU/call | CPU nova/ours | nova calls/s | ours calls/s "
+                 "| NoValidHost n/o | conflicts n/o | invalid n/o |")
+    lines.append("|" + "---|" * 16)
+    for run in results["runs"]:
+        by = {s["scheduler"]: s for s in run["schedulers"]}
+        nova, ours = by.get("nova"), by.get("ours")
+        phases = [p["phase"] for p in (nova or ours)["phases"]]
+        for ph in phases:
+            pn = next((p for p in nova["phases"] if p["phase"] == ph), None) if nova else None
+            po = next((p for p in ours["phases"] if p["phase"] == ph), None) if ours else None
+
+            def g(p, k):
+                return p.get(k) if p else None
+
+            def fmt(v, unit="ms"):
+                if v is None:
+                    return "-"
+                return f"{v:,.0f} {unit}" if v >= 100 else f"{v:,.1f} {unit}"
+
+            calls = f"{(pn or po)['calls']} x {(pn or po)['instances_per_call']}"
+            if (pn or po)["callers"] > 1:
+                calls += f" ({(pn or po)['callers']} callers)"
+            lines.append(
+                f"| {run['hosts']:,} | {ph} | {calls} | {fmt(g(pn, 'p50_ms'))} | {fmt(g(po, 'p50_ms'))} "
+                f"| {ratio(g(pn, 'p50_ms'), g(po, 'p50_ms'))} | {fmt(g(pn, 'p95_ms'))} | {fmt(g(po, 'p95_ms'))} "
+                f"| {fmt(g(pn, 'scheduler_cpu_ms_per_call'))} | {fmt(g(po, 'scheduler_cpu_ms_per_call'))} "
+                f"| {ratio(g(pn, 'scheduler_cpu_ms_per_call'), g(po, 'scheduler_cpu_ms_per_call'))} "
+                f"| {g(pn, 'calls_per_s') or '-'} | {g(po, 'calls_per_s') or '-'} "
+                f"| {g(pn, 'no_valid_host')}/{g(po, 'no_valid_host')} "
+                f"| {g(pn, 'claim_conflicts')}/{g(po, 'claim_conflicts')} "
+                f"| {g(pn, 'validation_problem_count')}/{g(po, 'validation_problem_count')} |")
+    lines.append("")
+    lines.append("| hosts | scheduler | ready | first answer | peak RSS (largest process) | RSS sum of group "
+                 "| Placement CPU/call (single) | MariaDB CPU/call (single) | GET /allocation_candidates |")
+    lines.append("|" + "---|" * 9)
+    for run in results["runs"]:
+        for s in run["schedulers"]:
+            single = next((p for p in s["phases"] if p["phase"] == "single"), {})
+            lines.append(
+                f"| {run['hosts']:,} | {s['scheduler']} | {s['ready_s']} s | {s['first_answer_s']} s "
+                f"| {s['vm_hwm_kb_max'] / 1024:.0f} MiB | {s['vm_hwm_kb_sum'] / 1024:.0f} MiB "
+                f"({s['processes']} proc) | {single.get('placement_cpu_ms_per_call', '-')} ms "
+                f"| {single.get('mariadb_cpu_ms_per_call', '-')} ms "
+                f"| {run['allocation_candidates_ms']} ms |")
+    phases_seen = [(run["hosts"], s["scheduler"], p) for run in results["runs"] for s in run["schedulers"]
+                   for p in s["phases"] if p["daemon_phases"]]
+    if phases_seen:
+        lines.append("")
+        lines.append("Daemon's own timings (medians of the `*_ms` fields of its `select_destinations done` lines):")
+        lines.append("")
+        for hosts, name, p in phases_seen:
+            lines.append(f"- {hosts:,} hosts, {name}, {p['phase']}: " +
+                         ", ".join(f"{k} {v['median']}" for k, v in p["daemon_phases"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--hosts", default="100,1000", help="comma-separated host counts")
+    ap.add_argument("--schedulers", default="nova,ours", help="which to run, in this order")
+    ap.add_argument("--bin", required=True, help="the nova-scheduler-rs binary")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--usage", type=float, default=0.4)
+    ap.add_argument("--azs", type=int, default=3)
+    ap.add_argument("--aggregates", type=int, default=4)
+    ap.add_argument("--placement-workers", type=int, default=8)
+    ap.add_argument("--reuse-stack", action="store_true",
+                    help="use the stack and cloud as they are (one host count only)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--compute-sync", action=argparse.BooleanOptionalAction, default=True,
+                    help="cast sync_instance_info for every host after startup, as running "
+                         "nova-computes do (nova then stops reading instances per request)")
+    ap.add_argument("--ready-timeout", type=float, default=300)
+    ap.add_argument("--out-dir", default=None)
+    ap.add_argument("--command-line", default=None, help="shown in the report")
+    ap.add_argument("--measure-only", metavar="RUN_JSON", help=argparse.SUPPRESS)
+    L.add_load_args(ap)
+    ap.set_defaults(single=30, multi=5, concurrency=10)
+    args = ap.parse_args()
+
+    if "ours" in args.schedulers.split(",") and not os.access(args.bin, os.X_OK):
+        sys.exit(f"{args.bin} not found: cargo build --release --bin nova-scheduler-rs "
+                 "(or set NSRS_BIN / CARGO_TARGET_DIR)")
+    state = Path(os.environ.get("NSRS_STATE") or REPO / ".stack")
+    out_dir = Path(args.out_dir or state / "bench")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    venv = Path(sys.executable).parent.parent
+    host_counts = [int(x) for x in args.hosts.split(",") if x]
+    if (args.reuse_stack or args.measure_only) and len(host_counts) != 1:
+        sys.exit("--reuse-stack takes one host count")
+    mem_kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
+    results = {
+        "started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%SZ}",
+        "command": args.command_line or shlex.join(sys.argv),
+        "machine": {"nproc": os.cpu_count(), "mem_gib": round(mem_kb / 1024 / 1024, 1),
+                    "kernel": platform.release(), "loadavg_start": loadavg()},
+        "args": vars(args),
+        "runs": [],
+    }
+    if args.measure_only:
+        # Child of the run below: the stack is seeded; measure and hand the run back.
+        n = host_counts[0]
+        run = measure_cloud(args, state, venv, n)
+        Path(args.measure_only).write_text(json.dumps(run, default=str))
+        return
+    for n in host_counts:
+        if not args.reuse_stack:
+            log(f"{n} hosts: fresh stack (scripts/stack.sh up)")
+            t0 = time.perf_counter()
+            stack(state, "up")
+            up_s = time.perf_counter() - t0
+            log(f"{n} hosts: seeding")
+            t0 = time.perf_counter()
+            summary = json.loads(stack(state, *seed_args(args, n), capture=True))
+            seed_s = time.perf_counter() - t0
+            log(f"{n} hosts: seeded in {seed_s:.0f}s: {summary['instances']} instances, "
+                f"{summary['aggregates']} aggregates")
+        else:
+            up_s, seed_s, summary = None, None, {}
+        # The measuring runs in a child process: `stack.sh up` for the next host
+        # count recreates the RabbitMQ vhost under nova's RPC client, which it
+        # does not survive cleanly.
+        part = out_dir / f".run-{n}.json"
+        part.unlink(missing_ok=True)
+        r = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--hosts", str(n),
+                            "--measure-only", str(part)])
+        if r.returncode or not part.exists():
+            sys.exit(f"measuring {n} hosts failed ({r.returncode})")
+        run = json.loads(part.read_text())
+        part.unlink()
+        run.update({"stack_up_s": up_s and round(up_s, 1), "seed_s": seed_s and round(seed_s, 1),
+                    "seed_summary": {k: v for k, v in summary.items()
+                                     if k not in ("big", "disabled", "down")}})
+        results["runs"].append(run)
+        results["finished"] = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%SZ}"
+        stamp = results["started"].replace(" ", "T").replace(":", "")
+        (out_dir / f"results-{stamp}.json").write_text(json.dumps(results, indent=1, default=str))
+    report = markdown(results)
+    stamp = results["started"].replace(" ", "T").replace(":", "")
+    (out_dir / f"report-{stamp}.md").write_text(report)
+    print(report)
+    log(f"results: {out_dir}/results-{stamp}.json, report {out_dir}/report-{stamp}.md")
+    bad = sum(p["validation_problem_count"] + p["allocations_left_after_cleanup"]
+              for run in results["runs"] for s in run["schedulers"] for p in s["phases"])
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
