@@ -46,6 +46,9 @@ pub struct ManagerOptions {
     pub rng_seed: Option<u64>,
     /// The request filters' options and `[workarounds] disable_fallback_pcpu_query`.
     pub prefilters: PrefilterOptions,
+    /// Read the instances' system metadata for ImagePropertiesWeigher (only when
+    /// `image_props_weight_multiplier` is not 0.0; nova's weigher reads nothing then).
+    pub load_instance_system_metadata: bool,
 }
 
 pub struct SchedulerManager {
@@ -172,6 +175,9 @@ impl SchedulerManager {
                     .cloned()
                     .unwrap_or_default();
             }
+        }
+        if self.options.load_instance_system_metadata {
+            self.store.attach_instance_system_metadata(&mut hosts).await;
         }
         phases.state = mark.elapsed();
         let host_count = hosts.len();

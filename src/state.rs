@@ -18,6 +18,7 @@ pub mod cache;
 mod cells;
 mod compute;
 pub mod discover;
+pub mod instance_images;
 mod queries;
 pub mod service_row;
 
@@ -355,6 +356,57 @@ impl HostStateStore {
 }
 
 impl HostStateStore {
+    /// For ImagePropertiesWeigher: the system metadata of every instance on these
+    /// hosts, read from their cells now (nova reads it per request too). Each host's
+    /// map is shared by its nodes. A cell that fails leaves its hosts without data
+    /// (the weigher then logs and weighs 0, as nova does when it cannot read a cell).
+    pub async fn attach_instance_system_metadata(&self, states: &mut [HostState]) {
+        let set = self.cell_set();
+        let mut hosts_by_cell: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for s in states.iter() {
+            hosts_by_cell
+                .entry(s.cell_uuid.clone())
+                .or_default()
+                .insert(s.host.clone());
+        }
+        let reads = hosts_by_cell.into_iter().filter_map(|(cell, hosts)| {
+            let db = set.cells.iter().find(|c| c.cell.uuid == cell)?.clone();
+            Some(async move {
+                let pool = db.pool.as_ref()?;
+                let hosts: Vec<String> = hosts.into_iter().collect();
+                match tokio::time::timeout(
+                    self.cell_timeout,
+                    instance_images::instance_system_metadata_by_host(pool, &hosts),
+                )
+                .await
+                {
+                    Ok(Ok(by_host)) => Some((cell, hosts, by_host)),
+                    Ok(Err(e)) => {
+                        tracing::warn!(cell = %db.display_name(), error = %e, "could not read instance system metadata");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(cell = %db.display_name(), "timeout reading instance system metadata");
+                        None
+                    }
+                }
+            })
+        });
+        let mut shared: HashMap<(String, String), Arc<crate::model::InstanceSystemMetadata>> =
+            HashMap::new();
+        for (cell, hosts, mut by_host) in join_all(reads).await.into_iter().flatten() {
+            for host in hosts {
+                let map = by_host.remove(&host).unwrap_or_default();
+                shared.insert((cell.clone(), host), Arc::new(map));
+            }
+        }
+        for s in states.iter_mut() {
+            if let Some(m) = shared.get(&(s.cell_uuid.clone(), s.host.clone())) {
+                s.instance_system_metadata = Some(Arc::clone(m));
+            }
+        }
+    }
+
     /// Minimum `services.version` of live, not forced-down `nova-compute` services
     /// across every cell (disabled cells and the main database included), as nova's
     /// `get_minimum_version_all_cells` computes it for the OWNER_NOVA prefilter: per

@@ -10,10 +10,7 @@ mod common {
     pub mod venv; // tests/common/venv.rs
 }
 
-// Compiled here on its own until src/state.rs declares it.
-#[path = "../src/state/instance_images.rs"]
-#[allow(dead_code)]
-mod instance_images;
+use nova_scheduler::state::instance_images;
 
 use common::nova_schema;
 use nova_scheduler::weighers::image_props::props_from_system_metadata;
