@@ -196,9 +196,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             default_availability_zone: config.default.default_availability_zone.clone(),
             rng_seed: None,
             prefilters: prefilter_options(&config)?,
-            load_instance_system_metadata: config
-                .filter_scheduler
-                .image_props_weight_multiplier
+            load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier
                 != 0.0,
         },
     );

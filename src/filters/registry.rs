@@ -391,11 +391,7 @@ mod tests {
     #[test]
     fn every_bad_name_reported_at_once() {
         let err = build_chain(
-            &[
-                "NopeFilter".into(),
-                "TrustedFilter".into(),
-                "Other".into(),
-            ],
+            &["NopeFilter".into(), "TrustedFilter".into(), "Other".into()],
             &FilterConfig::default(),
         )
         .expect_err("unknown");
