@@ -49,7 +49,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 const DEFAULT_SEED: u64 = 0x6e75_6d61;
-const DEFAULT_CASES: usize = 6000;
+const DEFAULT_CASES: usize = 10_000;
 const DEFAULT_PYSET_CASES: usize = 3000;
 
 fn env_usize(name: &str) -> Option<usize> {

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 const DEFAULT_SEED: u64 = 20_260_634;
-const DEFAULT_CASES: usize = 5_000;
+const DEFAULT_CASES: usize = 10_000;
 
 // ---------------------------------------------------------------------------------
 // Generators
