@@ -228,7 +228,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "ServerGroupAffinityFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_server_group_affinity,
             evaluate: eval_server_group_affinity,
             compare: Compare::Exact,
@@ -236,7 +236,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "SameHostFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_same_host,
             evaluate: eval_same_host,
             compare: Compare::Exact,
@@ -244,7 +244,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "DifferentHostFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_different_host,
             evaluate: eval_different_host,
             compare: Compare::Exact,
@@ -260,7 +260,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "NumInstancesFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_num_instances,
             evaluate: eval_num_instances,
             compare: Compare::Exact,
@@ -276,7 +276,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "IoOpsFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_io_ops,
             evaluate: eval_io_ops,
             compare: Compare::Exact,
@@ -292,7 +292,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "IsolatedHostsFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_isolated_hosts,
             evaluate: eval_isolated_hosts,
             compare: Compare::Exact,
@@ -300,7 +300,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "AggregateTypeAffinityFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_aggregate_type_affinity,
             evaluate: eval_aggregate_type_affinity,
             compare: Compare::Exact,
@@ -308,7 +308,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "AggregateMultiTenancyIsolation",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_aggregate_multi_tenancy,
             evaluate: eval_aggregate_multi_tenancy,
             compare: Compare::Exact,
@@ -316,7 +316,7 @@ fn targets() -> Vec<Target> {
         },
         Target {
             filter: "MetricsFilter",
-            cases: 5_000,
+            cases: 10_000,
             generate: gen_metrics,
             evaluate: eval_metrics,
             compare: Compare::Exact,
