@@ -196,26 +196,6 @@ pub fn parse_aliases(entries: &[String], pci_in_placement: bool) -> Result<Alias
     Ok(aliases)
 }
 
-/// Python `int(text)` for the count in `name:count` (whitespace, sign, `_` between digits).
-fn py_int(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-        || !digits.chars().all(|c| c.is_ascii_digit() || c == '_')
-    {
-        return None;
-    }
-    let n: i64 = digits.replace('_', "").parse().ok()?;
-    Some(if neg { -n } else { n })
-}
-
 /// `get_pci_requests_from_flavor`: the flavor's `pci_passthrough:alias` value
 /// (`name:count[,name:count...]`) as requests. `request_ids` gives each request its
 /// id (nova draws a fresh uuid), `affinity_policy` overrides the aliases' policy.
@@ -243,7 +223,8 @@ pub fn requests_from_flavor(
         let Some((_, alias)) = aliases.iter().find(|(n, _)| n == name) else {
             return Err(AliasError::NotDefined(name.to_string()));
         };
-        let count = py_int(count).ok_or_else(|| {
+        // Python `int(text)` for the count in `name:count`.
+        let count = crate::numa::host::py_int(count).ok_or_else(|| {
             AliasError::BadExtraSpec(format!("invalid literal for int() with base 10: {count:?}"))
         })?;
         out.push(PciRequest {

@@ -649,18 +649,19 @@ impl HostStateCache {
 
     /// Reads the requested uuids the cache does not hold from the selected cells.
     async fn fetch_unknown(&self, selected: &[Arc<CellDb>], uuids: &[String]) {
-        let known = |u: &str| {
-            selected.iter().any(|db| {
-                self.cell(&db.cell.uuid)
-                    .is_some_and(|c| read(&c).node_by_uuid.contains_key(u))
-            })
-        };
+        // One read lock per cell, not one per uuid: this runs on every request.
+        let caches: Vec<Arc<RwLock<CellCache>>> = selected
+            .iter()
+            .filter_map(|db| self.cell(&db.cell.uuid))
+            .collect();
         let missing: Vec<String> = {
+            let guards: Vec<_> = caches.iter().map(|c| read(c)).collect();
+            let known = |u: &str| guards.iter().any(|c| c.node_by_uuid.contains_key(u));
             let mut unknown = self.unknown_uuids.lock().unwrap_or_else(|p| p.into_inner());
             unknown.retain(|_, at| at.elapsed() < UNKNOWN_UUID_TTL);
             uuids
                 .iter()
-                .filter(|u| !unknown.contains_key(u.as_str()) && !known(u))
+                .filter(|u| !known(u) && !unknown.contains_key(u.as_str()))
                 .cloned()
                 .collect()
         };

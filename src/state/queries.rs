@@ -10,9 +10,8 @@ use std::collections::BTreeSet;
 /// Bind parameters per `IN (...)` query; larger lists are split.
 const MAX_IN_LIST: usize = 10_000;
 
-const SERVICES_SQL: &str = "SELECT id, host, disabled, disabled_reason, forced_down, \
-     last_seen_up, created_at, updated_at, version FROM services \
-     WHERE `binary` = 'nova-compute' AND deleted = 0";
+const SERVICE_COLUMNS: &str = "id, host, disabled, disabled_reason, forced_down, \
+     last_seen_up, created_at, updated_at, version";
 
 const COMPUTE_COLUMNS: &str = "id, host, hypervisor_hostname, uuid, vcpus, vcpus_used, \
      memory_mb, free_ram_mb, local_gb, local_gb_used, free_disk_gb, disk_available_least, \
@@ -35,7 +34,10 @@ pub(super) async fn cell_rows(
 }
 
 async fn services(pool: &MySqlPool) -> Result<Vec<ServiceRow>, sqlx::Error> {
-    sqlx::query(SERVICES_SQL)
+    let sql = format!(
+        "SELECT {SERVICE_COLUMNS} FROM services WHERE `binary` = 'nova-compute' AND deleted = 0"
+    );
+    sqlx::query(AssertSqlSafe(sql))
         .fetch_all(pool)
         .await?
         .iter()
@@ -184,43 +186,18 @@ pub(super) enum Change<T> {
     Deleted(T),
 }
 
-/// `nova-compute` services created, updated or deleted after `since`.
-pub(super) async fn changed_services(
-    pool: &MySqlPool,
-    since: NaiveDateTime,
-) -> Result<Vec<Change<ServiceRow>>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT id, host, disabled, disabled_reason, forced_down, last_seen_up, created_at, \
-         updated_at, version, deleted FROM services WHERE `binary` = 'nova-compute' \
-         AND (updated_at > ? OR created_at > ? OR deleted_at > ?)",
-    )
-    .bind(since)
-    .bind(since)
-    .bind(since)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let svc = service_row(row)?;
-            let deleted: i64 = row.try_get("deleted")?;
-            Ok(if deleted == 0 {
-                Change::Live(svc)
-            } else {
-                Change::Deleted(svc)
-            })
-        })
-        .collect()
-}
+/// The condition of every incremental read: the row was created, updated or
+/// soft-deleted after the watermark (a query-level soft delete keeps `updated_at`).
+const MOVED_SINCE: &str = "(updated_at > ? OR created_at > ? OR deleted_at > ?)";
 
-/// Compute nodes created, updated or deleted after `since`.
-pub(super) async fn changed_compute_nodes(
+/// Rows of `sql` (which ends in [`MOVED_SINCE`] and selects `deleted` last) moved
+/// after `since`, each mapped by `row_fn` and sorted into live or soft-deleted.
+async fn moved_since<T>(
     pool: &MySqlPool,
+    sql: String,
     since: NaiveDateTime,
-) -> Result<Vec<Change<ComputeNodeRow>>, sqlx::Error> {
-    let sql = format!(
-        "SELECT {COMPUTE_COLUMNS}, deleted FROM compute_nodes \
-         WHERE updated_at > ? OR created_at > ? OR deleted_at > ?"
-    );
+    row_fn: fn(&MySqlRow) -> Result<T, sqlx::Error>,
+) -> Result<Vec<Change<T>>, sqlx::Error> {
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(since)
         .bind(since)
@@ -229,15 +206,36 @@ pub(super) async fn changed_compute_nodes(
         .await?;
     rows.iter()
         .map(|row| {
-            let node = compute_node_row(row)?;
+            let value = row_fn(row)?;
             let deleted: i64 = row.try_get("deleted")?;
             Ok(if deleted == 0 {
-                Change::Live(node)
+                Change::Live(value)
             } else {
-                Change::Deleted(node)
+                Change::Deleted(value)
             })
         })
         .collect()
+}
+
+/// `nova-compute` services created, updated or deleted after `since`.
+pub(super) async fn changed_services(
+    pool: &MySqlPool,
+    since: NaiveDateTime,
+) -> Result<Vec<Change<ServiceRow>>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {SERVICE_COLUMNS}, deleted FROM services \
+         WHERE `binary` = 'nova-compute' AND {MOVED_SINCE}"
+    );
+    moved_since(pool, sql, since, service_row).await
+}
+
+/// Compute nodes created, updated or deleted after `since`.
+pub(super) async fn changed_compute_nodes(
+    pool: &MySqlPool,
+    since: NaiveDateTime,
+) -> Result<Vec<Change<ComputeNodeRow>>, sqlx::Error> {
+    let sql = format!("SELECT {COMPUTE_COLUMNS}, deleted FROM compute_nodes WHERE {MOVED_SINCE}");
+    moved_since(pool, sql, since, compute_node_row).await
 }
 
 /// An instance's placement as the cache tracks it: uuid, host, and whether the
@@ -259,31 +257,26 @@ pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<(String, Strin
         .collect()
 }
 
-/// Instances created, updated or deleted after `since`. A soft delete done through a
-/// query keeps `updated_at`, so `deleted_at` is checked too.
+/// Instances created, updated or deleted after `since`.
 pub(super) async fn changed_instances(
     pool: &MySqlPool,
     since: NaiveDateTime,
 ) -> Result<Vec<InstanceRow>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT uuid, host, deleted FROM instances \
-         WHERE updated_at > ? OR created_at > ? OR deleted_at > ?",
-    )
-    .bind(since)
-    .bind(since)
-    .bind(since)
-    .fetch_all(pool)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            let deleted: i64 = row.try_get("deleted")?;
-            Ok(InstanceRow {
-                uuid: row.try_get("uuid")?,
-                host: row.try_get("host")?,
-                live: deleted == 0,
-            })
+    fn uuid_and_host(row: &MySqlRow) -> Result<(String, Option<String>), sqlx::Error> {
+        Ok((row.try_get("uuid")?, row.try_get("host")?))
+    }
+    let sql = format!("SELECT uuid, host, deleted FROM instances WHERE {MOVED_SINCE}");
+    let changes = moved_since(pool, sql, since, uuid_and_host).await?;
+    Ok(changes
+        .into_iter()
+        .map(|change| {
+            let (live, (uuid, host)) = match change {
+                Change::Live(v) => (true, v),
+                Change::Deleted(v) => (false, v),
+            };
+            InstanceRow { uuid, host, live }
         })
-        .collect()
+        .collect())
 }
 
 /// Everything the cache holds for one cell, read in one go.
