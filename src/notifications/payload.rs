@@ -97,6 +97,7 @@ impl NotifiedSpec {
         );
         let image = match d.get("image") {
             Some(img) if truthy(img) => flatten_object(img),
+            // (`_to_legacy_image` uses nova's `base.obj_to_primitive`: dicts all the way.)
             _ => Value::Object(Map::new()),
         };
         req.insert("image".into(), image);
@@ -112,8 +113,7 @@ impl NotifiedSpec {
         ] {
             let Some(v) = d.get(field) else { continue };
             let rendered = match field {
-                "numa_topology" => flatten_object(v),
-                "pci_requests" => attribute_dict(v),
+                "numa_topology" | "pci_requests" => to_primitive(v),
                 _ => v.clone(),
             };
             let key = if field == "instance_uuid" {
@@ -134,7 +134,7 @@ impl NotifiedSpec {
         req.insert("instance_properties".into(), Value::Object(instance));
         req.insert(
             "instance_type".into(),
-            flavor.map_or_else(|| Value::Object(Map::new()), flatten_object),
+            flavor.map_or_else(|| Value::Object(Map::new()), to_primitive),
         );
         let mut payload = Map::new();
         payload.insert("request_spec".into(), Value::Object(req));
@@ -160,6 +160,27 @@ impl NotifiedSpec {
                             m.insert("instance_uuid".into(), instance_uuid.clone());
                         }
                         add_change(obj, "instance_uuid");
+                    }
+                }
+            }
+        }
+        // InstancePCIRequest lazy-loads an unset field as None (`obj_load_attr`), so
+        // reading the request for its payload sets it.
+        if let Some(requests) = self
+            .data_mut()
+            .and_then(|d| d.get_mut("pci_requests"))
+            .and_then(|p| p.get_mut(DATA))
+            .and_then(|p| p.get_mut("requests"))
+            .and_then(Value::as_array_mut)
+        {
+            for r in requests.iter_mut() {
+                for f in PCI_REQUEST_PAYLOAD_FIELDS {
+                    let unset = data_of(r).is_some_and(|m| !m.contains_key(*f));
+                    if unset {
+                        if let Some(m) = r.get_mut(DATA).and_then(Value::as_object_mut) {
+                            m.insert((*f).into(), Value::Null);
+                        }
+                        add_change(r, f);
                     }
                 }
             }
@@ -324,10 +345,7 @@ fn flatten_object(v: &Value) -> Value {
 fn flatten_value(v: &Value) -> Value {
     match v {
         Value::Array(items) => Value::Array(items.iter().map(flatten_value).collect()),
-        Value::Object(m) if is_object_primitive(v) => {
-            let _ = m;
-            flatten_object(v)
-        }
+        Value::Object(_) if is_object_primitive(v) => flatten_object(v),
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, x)| (k.clone(), flatten_value(x)))
@@ -337,12 +355,39 @@ fn flatten_value(v: &Value) -> Value {
     }
 }
 
-/// An object without dict compatibility (`InstancePCIRequests`, `InstancePCIRequest`) as
-/// jsonutils renders it with `convert_instances=True`: its `__dict__`.
-fn attribute_dict(v: &Value) -> Value {
-    if !is_object_primitive(v) {
-        return v.clone();
+/// Objects with `NovaObjectDictCompat` among those a legacy payload holds: jsonutils
+/// renders them through `items()` (their set fields); other objects through `__dict__`.
+const DICT_COMPAT: &[&str] = &["Flavor", "InstanceNUMATopology", "InstanceNUMACell"];
+
+/// `jsonutils.to_primitive(value, convert_instances=True)` of an object field value.
+fn to_primitive(v: &Value) -> Value {
+    match v {
+        Value::Array(items) => Value::Array(items.iter().map(to_primitive).collect()),
+        x if is_object_primitive(x) => {
+            let name = x.get(NAME).and_then(Value::as_str).unwrap_or("");
+            if DICT_COMPAT.contains(&name) {
+                let mut out = Map::new();
+                for (k, fv) in data_of(x).into_iter().flatten() {
+                    let rendered = if is_datetime_field(name, k) {
+                        legacy_datetime(fv)
+                    } else {
+                        to_primitive(fv)
+                    };
+                    out.insert(k.clone(), rendered);
+                }
+                Value::Object(out)
+            } else {
+                attribute_dict(x)
+            }
+        }
+        other => other.clone(),
     }
+}
+
+/// An object without dict compatibility (`InstancePCIRequests`, `VirtCPUTopology`, ...)
+/// as jsonutils renders it: its `__dict__` (`VERSION` as received, `_changed_fields`,
+/// `_context`, `_obj_<field>`).
+fn attribute_dict(v: &Value) -> Value {
     let mut out = Map::new();
     if let Some(ver) = v.get(VERSION) {
         // obj_from_primitive stores the received version on the instance.
@@ -353,17 +398,8 @@ fn attribute_dict(v: &Value) -> Value {
         v.get(CHANGES).cloned().unwrap_or(Value::Array(Vec::new())),
     );
     out.insert("_context".into(), Value::Null);
-    if let Some(d) = data_of(v) {
-        for (k, fv) in d {
-            let rendered = match fv {
-                Value::Array(items) => {
-                    Value::Array(items.iter().map(attribute_dict).collect())
-                }
-                x if is_object_primitive(x) => attribute_dict(x),
-                x => x.clone(),
-            };
-            out.insert(format!("_obj_{k}"), rendered);
-        }
+    for (k, fv) in data_of(v).into_iter().flatten() {
+        out.insert(format!("_obj_{k}"), to_primitive(fv));
     }
     Value::Object(out)
 }
@@ -513,6 +549,9 @@ fn numa_cell_payload(cell: &Value) -> Value {
     payload_object("InstanceNUMACellPayload", "1.2", p)
 }
 
+const PCI_REQUEST_PAYLOAD_FIELDS: &[&str] =
+    &["count", "spec", "alias_name", "request_id", "numa_policy"];
+
 fn pci_requests_payload(reqs: &Value) -> Value {
     let d = data_of(reqs);
     let mut p = schema(d, &["instance_uuid"]);
@@ -525,10 +564,7 @@ fn pci_requests_payload(reqs: &Value) -> Value {
                     payload_object(
                         "InstancePCIRequestPayload",
                         "1.1",
-                        schema(
-                            data_of(r),
-                            &["count", "spec", "alias_name", "request_id", "numa_policy"],
-                        ),
+                        schema(data_of(r), PCI_REQUEST_PAYLOAD_FIELDS),
                     )
                 })
                 .collect()
@@ -539,8 +575,9 @@ fn pci_requests_payload(reqs: &Value) -> Value {
 }
 
 fn server_group_payload(group: &Value) -> Value {
-    let p = schema(
-        data_of(group),
+    let d = data_of(group);
+    let mut p = schema(
+        d,
         &[
             "uuid",
             "name",
@@ -550,9 +587,26 @@ fn server_group_payload(group: &Value) -> Value {
             "members",
             "hosts",
             "policy",
-            "rules",
         ],
     );
+    // `InstanceGroup.rules` is a property over `_rules`: `{}` when unset, else only
+    // `max_server_per_host` (as an int, written back as a string by DictOfStringsField).
+    let mut rules = Map::new();
+    let max = d
+        .and_then(|m| m.get("_rules"))
+        .and_then(|r| r.get("max_server_per_host"));
+    if let Some(v) = max {
+        let n = match v {
+            Value::String(s) => s.trim().parse::<i64>().ok(),
+            Value::Number(n) => n.as_i64(),
+            _ => None,
+        };
+        rules.insert(
+            "max_server_per_host".into(),
+            n.map_or_else(|| v.clone(), |n| Value::String(n.to_string())),
+        );
+    }
+    p.insert("rules".into(), Value::Object(rules));
     payload_object("ServerGroupPayload", "1.1", p)
 }
 

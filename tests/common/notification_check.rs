@@ -142,6 +142,13 @@ pub fn listener_side(got: &Value) -> Comparable {
     let md = &got["metadata"];
     check_clocks(&md["message_id"], &md["timestamp"], &context);
     context.remove("timestamp");
+    // oslo's unpack_context adds these from the message's _msg_id/_reply_q/_timeout,
+    // absent from a notification: None for anybody's notifications.
+    for k in ["msg_id", "reply_q", "client_timeout"] {
+        if context.get(k) == Some(&Value::Null) {
+            context.remove(k);
+        }
+    }
     let mut m = Value::Object(message);
     normalize(&mut m);
     (m, context)
@@ -155,13 +162,57 @@ pub fn assert_same_multiset(got: Vec<Comparable>, mut expected: Vec<Comparable>)
             Some(p) => {
                 expected.remove(p);
             }
-            None => panic!(
-                "received a notification nova would not send:\n{:#}\ncontext {:?}\n\
-                 nova's still expected:\n{:#}",
-                g.0,
-                g.1,
-                Value::Array(expected.iter().map(|e| e.0.clone()).collect())
-            ),
+            None => {
+                // The nearest expected one (fewest differing paths), for the message.
+                let nearest = expected
+                    .iter()
+                    .map(|e| {
+                        let mut d = diff(&g.0, &e.0);
+                        d.extend(diff(
+                            &Value::Object(g.1.clone()),
+                            &Value::Object(e.1.clone()),
+                        ));
+                        d
+                    })
+                    .min_by_key(Vec::len)
+                    .unwrap_or_default();
+                panic!(
+                    "received a notification nova would not send ({} {}); differences \
+                     from the nearest of nova's: {nearest:#?}",
+                    g.0["event_type"], g.0["publisher_id"]
+                )
+            }
         }
     }
+}
+
+/// The JSON paths where `a` and `b` differ (for readable failures).
+pub fn diff(a: &Value, b: &Value) -> Vec<String> {
+    fn walk(path: String, a: &Value, b: &Value, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                for (k, v) in x {
+                    match y.get(k) {
+                        Some(w) => walk(format!("{path}.{k}"), v, w, out),
+                        None => out.push(format!("{path}.{k}: only ours ({v})")),
+                    }
+                }
+                for (k, w) in y {
+                    if !x.contains_key(k) {
+                        out.push(format!("{path}.{k}: only nova's ({w})"));
+                    }
+                }
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                    walk(format!("{path}[{i}]"), v, w, out);
+                }
+            }
+            _ if a != b => out.push(format!("{path}: ours {a} / nova's {b}")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(String::new(), a, b, &mut out);
+    out
 }
