@@ -6,6 +6,8 @@ use crate::config::{Config, DbUrl};
 use crate::filters::{build_chain, FilterConfig};
 use crate::manager::{ManagerEndpoint, ManagerOptions, PrefilterOptions, SchedulerManager};
 use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
+use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
+use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
 use crate::state::service_row::ServiceRow;
@@ -14,7 +16,7 @@ use crate::weighers::{build_pipeline, WeigherConfig};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Why the daemon could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -116,9 +118,12 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
 }
 
 fn rpc_options(config: &Config) -> RpcServerOptions {
+    rpc_options_for(config, &config.transport)
+}
+
+fn rpc_options_for(config: &Config, transport: &crate::config::TransportUrl) -> RpcServerOptions {
     let r = &config.oslo_messaging_rabbit;
-    let brokers = config
-        .transport
+    let brokers = transport
         .hosts
         .iter()
         .map(|b| rpc::BrokerAddress {
@@ -163,6 +168,46 @@ fn rpc_options(config: &Config) -> RpcServerOptions {
     }
 }
 
+/// nova's two notifiers from `[oslo_messaging_notifications]` and `[notifications]`, with
+/// the AMQP publisher when a messaging driver is configured (on the notification
+/// transport URL, else `[DEFAULT] transport_url`).
+fn notifier(
+    config: &Config,
+) -> Result<(Notifier, Option<Arc<AmqpNotificationPublisher>>), AppError> {
+    let n = &config.oslo_messaging_notifications;
+    let (settings, unsupported) = NotifierSettings::new(
+        &config.default.host,
+        &n.driver,
+        &n.topics,
+        &config.notifications.notification_format,
+        &config.notifications.versioned_notifications_topics,
+    );
+    for name in unsupported {
+        warn!(driver = %name, "[oslo_messaging_notifications] driver is not supported; ignored");
+    }
+    if !settings.needs_amqp() {
+        if settings.is_active() {
+            info!(?settings, "notifications without a broker (log/noop drivers)");
+        }
+        return Ok((Notifier::new(settings, None), None));
+    }
+    let transport = match &n.transport_url {
+        Some(url) => crate::config::TransportUrl::parse(url.expose()).map_err(|reason| {
+            AppError::Config(format!(
+                "[oslo_messaging_notifications] transport_url: {reason}"
+            ))
+        })?,
+        None => config.transport.clone(),
+    };
+    let publisher = AmqpNotificationPublisher::start(rpc_options_for(config, &transport), n.retry)?;
+    info!(
+        legacy = ?settings.legacy, versioned = ?settings.versioned,
+        "sending scheduler notifications"
+    );
+    let sink: Arc<dyn NotificationSink> = publisher.clone();
+    Ok((Notifier::new(settings, Some(sink)), Some(publisher)))
+}
+
 fn non_empty(s: &str) -> Option<std::path::PathBuf> {
     (!s.is_empty()).then(|| s.into())
 }
@@ -200,6 +245,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 != 0.0,
         },
     );
+    let (notifier, notification_publisher) = notifier(&config)?;
+    if notifier.is_active() {
+        manager = manager.with_notifier(Arc::new(notifier));
+    }
     let cache =
         cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
     let mut background = Vec::new();
@@ -226,6 +275,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
     let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
     let served = rpc::run(rpc_options(&config), endpoints, shutdown).await;
+    if let Some(publisher) = notification_publisher {
+        publisher.close(Duration::from_secs(5)).await;
+    }
     heartbeat.abort();
     for task in background {
         task.abort();

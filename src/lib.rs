@@ -16,6 +16,7 @@
 //! - [`rpc`]: the oslo.messaging rabbit driver's server side (lapin).
 //! - [`state`]: host states from nova's API and cell databases (sqlx, MySQL).
 //! - [`placement`]: the Placement API (allocation candidates, claims).
+//! - [`notifications`]: the scheduler's legacy and versioned notifications (payloads).
 //! - [`manager`]: nova's `SchedulerManager` RPC endpoint: `select_destinations`.
 //! - [`app`]: wiring and process life.
 #![forbid(unsafe_code)]
@@ -26,6 +27,7 @@ pub mod config;
 pub mod filters;
 pub mod manager;
 pub mod model;
+pub mod notifications;
 pub mod numa;
 pub mod pci;
 pub mod placement;

@@ -18,6 +18,7 @@ pub mod prefilters;
 
 pub use prefilters::PrefilterOptions;
 
+use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
@@ -59,6 +60,8 @@ pub struct SchedulerManager {
     rng: Mutex<StdRng>,
     /// The warm host states; `None` reads the cell databases per request, as nova.
     cache: Option<Arc<HostStateCache>>,
+    /// `scheduler.select_destinations.start` / `.end` notifications.
+    notifier: Option<Arc<Notifier>>,
 }
 
 impl SchedulerManager {
@@ -79,7 +82,14 @@ impl SchedulerManager {
             options,
             rng: Mutex::new(rng),
             cache: None,
+            notifier: None,
         }
+    }
+
+    /// Sends nova's `scheduler.select_destinations` notifications through `notifier`.
+    pub fn with_notifier(mut self, notifier: Arc<Notifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
     }
 
     /// Serves host states from `cache` (which must share this manager's store).
@@ -96,9 +106,20 @@ impl SchedulerManager {
     ) -> Result<Value, RemoteError> {
         let started = Instant::now();
         let mut phases = Phases::default();
+        // The notifications are built from the spec primitive, as nova builds them from
+        // its RequestSpec object (4.0–4.2 requests carry no primitive: none is sent).
+        let notifier = self.notifier.as_ref().filter(|n| n.is_active());
+        let raw_spec = notifier.and_then(|_| args.get("spec_obj").cloned());
+        if notifier.is_some() && raw_spec.is_none() {
+            debug!("select_destinations without spec_obj (RPC < 4.3): no notifications");
+        }
         let args = SelectArgs::decode(args)?;
         phases.decode = started.elapsed();
         let mut spec = args.spec;
+        let aggregates_before = spec
+            .requested_destination
+            .as_ref()
+            .map(|d| d.aggregates.clone());
         let is_rebuild = spec.is_rebuild();
         let global_request_id = ctx
             .global_request_id()
@@ -143,6 +164,24 @@ impl SchedulerManager {
             candidates_by_rp = Some(index);
             phases.placement = mark.elapsed();
         }
+
+        // nova's `_select_destinations` starts here, with the spec as the request filters
+        // left it.
+        let mut notified = match (notifier, raw_spec) {
+            (Some(n), Some(raw)) => {
+                let mut notified = NotifiedSpec::new(raw);
+                let aggregates_after = spec
+                    .requested_destination
+                    .as_ref()
+                    .map(|d| d.aggregates.clone());
+                if aggregates_after != aggregates_before {
+                    notified.set_destination_aggregates(&aggregates_after.unwrap_or_default());
+                }
+                n.select_destinations(ctx, &mut notified, Phase::Start);
+                Some((n, notified))
+            }
+            _ => None,
+        };
 
         // Step 7: host states for the providers Placement returned (all nodes on rebuild).
         let cell = spec
@@ -189,6 +228,11 @@ impl SchedulerManager {
         let host_count = hosts.len();
 
         let return_alternates = args.return_alternates && args.return_objects;
+        let last_instance = args
+            .instance_uuids
+            .as_ref()
+            .and_then(|u| u.last())
+            .cloned();
         let request = ScheduleRequest {
             spec,
             instance_uuids: args.instance_uuids,
@@ -226,6 +270,13 @@ impl SchedulerManager {
             .map_err(schedule_error);
         phases.schedule = mark.elapsed();
         let outcome = outcome?;
+        if let Some((n, notified)) = notified.as_mut() {
+            // nova's `_schedule` set `spec_obj.instance_uuid` to each instance in turn.
+            if let Some(uuid) = &last_instance {
+                notified.set_instance_uuid(uuid);
+            }
+            n.select_destinations(ctx, notified, Phase::End);
+        }
         if let Some(cache) = &self.cache {
             for chosen in outcome.destinations.iter().filter_map(|list| list.first()) {
                 let host = &outcome.hosts[chosen.host];

@@ -13,6 +13,7 @@
 //!   plus nova's `baseapi` and oslo's ping endpoints.
 //! - [`failure`]: [`RemoteError`], serialized as oslo's failure dict.
 //! - `transport` (private): broker failover, reconnect backoff, the confirmed reply publisher.
+//! - [`notifier`]: the AMQP publisher of the notification drivers.
 //! - [`server`]: [`RpcServer`], the consume loop with acks, replies, heartbeats and shutdown.
 //!
 //! # Mapping nova.conf onto [`RpcServerOptions`]
@@ -56,6 +57,7 @@ pub mod context;
 pub mod dispatcher;
 pub mod envelope;
 pub mod failure;
+pub mod notifier;
 pub mod options;
 pub mod server;
 pub mod topology;
@@ -94,6 +96,9 @@ pub enum RpcError {
         /// Error of the last attempt.
         last_error: String,
     },
+    /// The broker refused a publish (`basic.nack`).
+    #[error("the broker refused the {0} (basic.nack)")]
+    Nacked(&'static str),
     /// An AMQP operation failed.
     #[error("AMQP {context} failed: {source}")]
     Amqp {
@@ -118,4 +123,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RpcError> {
     RpcServer::new(opts, endpoints)?.run(shutdown).await
+}
+
+/// One connection round over `opts.brokers` (TLS and credentials as configured), then
+/// closes: `Ok` if some broker accepted the connection. For checks before serving.
+pub async fn check_connection(opts: &RpcServerOptions) -> Result<(), RpcError> {
+    let connector = transport::Connector::new(Arc::new(opts.clone()), "check")?;
+    let connection = connector.connect_round().await?;
+    let _ = connection.close(200, "OK".into()).await;
+    Ok(())
 }

@@ -300,3 +300,90 @@ async fn quorum_queues_python_first() {
 async fn quorum_queues_rust_first() {
     side_by_side(Flavour::Quorum, false).await;
 }
+
+/// `sleep(seconds)`: a call that runs longer than the caller's call-monitor timeout.
+struct Sleeper;
+
+impl Endpoint for Sleeper {
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
+    fn version(&self) -> (u32, u32) {
+        (4, 5)
+    }
+    fn has_method(&self, method: &str) -> bool {
+        method == "sleep"
+    }
+    fn call(&self, call: IncomingCall) -> EndpointFuture {
+        Box::pin(async move {
+            let secs = call
+                .args
+                .get("seconds")
+                .and_then(serde_json::Value::as_f64)
+                .unwrap_or(0.0);
+            tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+            Ok(json!({"slept": secs}))
+        })
+    }
+}
+
+/// oslo.messaging's RPCClient with `call_monitor_timeout` (nova's conductor sets one for
+/// long calls) gives up when no heartbeat arrives within it; a call running three times
+/// longer still succeeds because our server sends call-monitor heartbeats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_call_survives_python_call_monitor_timeout() {
+    let name = format!("sbs_{}", uuid::Uuid::new_v4().simple());
+    let conf = write_conf(&name, Flavour::Default);
+    let opts = RpcServerOptions {
+        control_exchange: name.clone(),
+        topic: name.clone(),
+        server: "rust-host".into(),
+        ..Default::default()
+    };
+    let server = RpcServer::new(opts, vec![Arc::new(Sleeper) as Arc<dyn Endpoint>]).unwrap();
+    let topology = server.topology().clone();
+    let mut ready = server.ready();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    tokio::time::timeout(Duration::from_secs(30), ready.wait_for(|r| *r))
+        .await
+        .expect("our server did not become ready")
+        .unwrap();
+
+    let python = venv::find().join("bin/python");
+    let (conf_c, topic) = (conf.clone(), name.clone());
+    let started = std::time::Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(peer_script())
+            .args(["client", "--config-file"])
+            .arg(&conf_c)
+            .args(["--topic", &topic, "--calls", "1", "--method", "sleep"])
+            .args(["--args", r#"{"seconds": 6}"#, "--timeout", "60"])
+            .args(["--call-monitor-timeout", "2"])
+            .env("PYTHONWARNINGS", "ignore")
+            .output()
+            .expect("python oslo client")
+    })
+    .await
+    .unwrap();
+    let elapsed = started.elapsed();
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(40), task).await;
+    cleanup(&name, &topology).await;
+    let _ = std::fs::remove_file(conf);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let answers: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(answers, json!([{"ok": {"slept": 6.0}}]), "{answers}");
+    assert!(
+        elapsed >= Duration::from_secs(6),
+        "the call returned before its processing ended"
+    );
+}
