@@ -23,6 +23,7 @@ mod placement_server;
 #[path = "common/venv.rs"]
 mod venv;
 
+use futures_util::StreamExt;
 use nova_scheduler::placement::index::{
     local_candidates, IndexLoader, LiveIndex, LocalRequest, ProviderIndex,
 };
@@ -37,6 +38,9 @@ use std::time::Duration;
 
 const PROVIDERS: usize = 200;
 const ROUNDS: usize = 4;
+/// gunicorn workers and requests in flight while comparing.
+const WORKERS: usize = 3;
+const CONCURRENCY: usize = 6;
 const RATIOS: [f64; 10] = [1.0, 1.0, 1.5, 2.0, 16.0, 0.7, 1.1, 3.3, 0.9, 1.2345];
 const STANDARD_TRAITS: [&str; 4] = [
     "COMPUTE_STATUS_DISABLED",
@@ -244,6 +248,62 @@ async fn allocate(api: &Api, rng: &mut StdRng, world: &mut World, rp: &str) {
     }
 }
 
+/// Seeds one provider with four calls, following the generation in the answers;
+/// returns its inventories.
+async fn seed_provider(api: &Api, rng: &mut StdRng, world: &World, n: usize) -> (String, Value) {
+    let rp = uuid(rng);
+    let created = api
+        .ok(
+            reqwest::Method::POST,
+            "/resource_providers",
+            Some(json!({"name": format!("cn-{n}-{rp}"), "uuid": rp})),
+        )
+        .await;
+    let inv = inventories(rng);
+    let body = json!({"resource_provider_generation": created["generation"], "inventories": inv});
+    let answer = api
+        .ok(
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/inventories"),
+            Some(body),
+        )
+        .await;
+    let traits = subset(rng, &world.traits, 0.35);
+    let body = json!({"resource_provider_generation": answer["resource_provider_generation"], "traits": traits});
+    let answer = api
+        .ok(
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/traits"),
+            Some(body),
+        )
+        .await;
+    let aggs = subset(rng, &world.aggregates, 0.3);
+    let body = json!({"resource_provider_generation": answer["resource_provider_generation"], "aggregates": aggs});
+    api.ok(
+        reqwest::Method::PUT,
+        &format!("/resource_providers/{rp}/aggregates"),
+        Some(body),
+    )
+    .await;
+    (rp, inv)
+}
+
+/// A fitting random amount of one fresh inventory record, if any.
+fn fresh_amount(rng: &mut StdRng, i: &Value) -> Option<i64> {
+    let (step, min, max) = (
+        i["step_size"].as_i64()?,
+        i["min_unit"].as_i64()?,
+        i["max_unit"].as_i64()?,
+    );
+    // Half of the capacity at most, rounded down, so float rounding never matters.
+    let cap = ((i["total"].as_i64()? - i["reserved"].as_i64()?) as f64
+        * i["allocation_ratio"].as_f64()?
+        / 2.0) as i64;
+    let top = cap.min(max) / step;
+    let low = (min + step - 1) / step;
+    (top >= low).then(|| rng.random_range(low..=top) * step)
+}
+
 async fn seed(api: &Api, rng: &mut StdRng) -> World {
     for t in CUSTOM_TRAITS {
         api.ok(reqwest::Method::PUT, &format!("/traits/{t}"), None)
@@ -265,22 +325,54 @@ async fn seed(api: &Api, rng: &mut StdRng) -> World {
             .collect(),
         consumers: Vec::new(),
     };
+    // Usages: one consumer on most providers, written in batches with Placement's
+    // multi-consumer POST /allocations.
+    let mut batch = serde_json::Map::new();
     for n in 0..PROVIDERS {
-        let rp = uuid(rng);
-        api.ok(
-            reqwest::Method::POST,
-            "/resource_providers",
-            Some(json!({"name": format!("cn-{n}-{rp}"), "uuid": rp})),
-        )
-        .await;
-        set_inventories(api, rng, &rp).await;
-        set_traits(api, rng, &world, &rp).await;
-        set_aggregates(api, rng, &world, &rp).await;
-        world.providers.push(rp);
+        let (rp, inv) = seed_provider(api, rng, &world, n).await;
+        world.providers.push(rp.clone());
+        if rng.random_bool(0.25) {
+            continue;
+        }
+        let mut resources = serde_json::Map::new();
+        for (rc, i) in inv.as_object().into_iter().flatten() {
+            if rng.random_bool(0.8) {
+                if let Some(amount) = fresh_amount(rng, i) {
+                    resources.insert(rc.clone(), json!(amount));
+                }
+            }
+        }
+        if resources.is_empty() {
+            continue;
+        }
+        let consumer = uuid(rng);
+        batch.insert(
+            consumer.clone(),
+            json!({
+                "allocations": {rp: {"resources": resources}},
+                "project_id": "8f0c8a3c7b8e4a5b9a3f2b1c0d9e8f7a",
+                "user_id": "2b1c0d9e8f7a8f0c8a3c7b8e4a5b9a3f",
+                "consumer_generation": null,
+            }),
+        );
+        world.consumers.push(consumer);
+        if batch.len() == 50 || n + 1 == PROVIDERS {
+            let body = Value::Object(std::mem::take(&mut batch));
+            let (s, v) = api
+                .call(reqwest::Method::POST, "/allocations", Some(body))
+                .await;
+            assert_eq!(s, 204, "POST /allocations: {v}");
+        }
     }
-    for _ in 0..PROVIDERS {
-        let rp = pick(rng, &world.providers).clone();
-        allocate(api, rng, &mut world, &rp).await;
+    if !batch.is_empty() {
+        let (s, v) = api
+            .call(
+                reqwest::Method::POST,
+                "/allocations",
+                Some(Value::Object(batch)),
+            )
+            .await;
+        assert_eq!(s, 204, "POST /allocations: {v}");
     }
     world
 }
@@ -440,6 +532,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_candidates_equal_placement() {
+    placement_server::set_workers(WORKERS);
     let url = placement_server::url().await.to_string();
     let api = Api {
         http: reqwest::Client::new(),
@@ -486,16 +579,24 @@ async fn local_candidates_equal_placement() {
             );
         }
         let index = live.snapshot();
-        for _ in 0..per_round.min(cases - done) {
-            let params = request(&mut rng, &world);
+        let n = per_round.min(cases - done);
+        let shapes: Vec<Vec<(String, String)>> =
+            (0..n).map(|_| request(&mut rng, &world)).collect();
+        let client = &client;
+        let answers: Vec<_> =
+            futures_util::stream::iter(shapes.into_iter().map(|params| async move {
+                let remote = client.get_allocation_candidates(&params, None).await;
+                (params, remote)
+            }))
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for (params, remote) in answers {
+            let remote = remote.unwrap_or_else(|e| panic!("{params:?}: {e}"));
             let req = LocalRequest::from_params(&params)
                 .unwrap_or_else(|e| panic!("{params:?} should be supported: {e}"));
             let local = local_candidates(&index, &req)
                 .unwrap_or_else(|e| panic!("{params:?} should be answered locally: {e}"));
-            let remote = client
-                .get_allocation_candidates(&params, None)
-                .await
-                .unwrap_or_else(|e| panic!("{params:?}: {e}"));
             let (l, r) = (normal(&local), normal(&remote));
             assert_eq!(l.0, r.0, "allocation requests differ for {params:?}");
             assert_eq!(l.1, r.1, "provider summaries differ for {params:?}");
