@@ -19,6 +19,7 @@ pub mod prefilters;
 pub use prefilters::PrefilterOptions;
 
 use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
+use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
@@ -59,6 +60,8 @@ pub struct SchedulerManager {
     rng: Mutex<StdRng>,
     /// The warm host states; `None` reads the cell databases per request, as nova.
     cache: Option<Arc<HostStateCache>>,
+    /// The Placement provider index (fast path); `None` asks Placement, as nova.
+    placement_index: Option<Arc<LiveIndex>>,
 }
 
 impl SchedulerManager {
@@ -79,12 +82,20 @@ impl SchedulerManager {
             options,
             rng: Mutex::new(rng),
             cache: None,
+            placement_index: None,
         }
     }
 
     /// Serves host states from `cache` (which must share this manager's store).
     pub fn with_cache(mut self, cache: Arc<HostStateCache>) -> Self {
         self.cache = Some(cache);
+        self
+    }
+
+    /// Answers the common allocation-candidate questions from `index` and records
+    /// claims in it.
+    pub fn with_placement_index(mut self, index: Arc<LiveIndex>) -> Self {
+        self.placement_index = Some(index);
         self
     }
 
@@ -122,6 +133,7 @@ impl SchedulerManager {
                 &mut spec,
                 &self.store,
                 &self.placement,
+                self.placement_index.as_deref(),
                 &query_options,
                 &self.options.prefilters,
                 global_request_id.as_deref(),
@@ -204,8 +216,13 @@ impl SchedulerManager {
             .clone()
             .or_else(|| ctx.user_id().map(str::to_string))
             .unwrap_or_default();
-        let mut claimer =
-            claims::PlacementClaims::new(&self.placement, project_id, user_id, global_request_id);
+        let mut claimer = claims::PlacementClaims::new(
+            &self.placement,
+            self.placement_index.as_deref(),
+            project_id,
+            user_id,
+            global_request_id,
+        );
         // The RNG lock is held only for the synchronous parts; a fresh RNG per request
         // is derived so concurrent requests never wait on each other's claims.
         let mut rng = {
