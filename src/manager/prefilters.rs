@@ -26,12 +26,12 @@
 //! 14. `owner_nova_filter` — always, once every nova-compute is at version ≥ 73.
 
 use crate::model::{Destination, RequestSpec};
+use crate::placement::index::LiveIndex;
 use crate::placement::request_filters::{self, RequestFailure};
 use crate::placement::{
     destination_target, resources_from_request_spec, AllocationCandidates, PlacementClient,
     QueryOptions, RequestError, ResourceRequest, TargetNode,
 };
-use crate::placement::index::LiveIndex;
 use crate::state::HostStateStore;
 use sqlx::Row;
 use std::collections::BTreeSet;
