@@ -249,6 +249,12 @@ impl SchedulerManager {
         let answer = self.encode(&outcome, args.return_objects);
         phases.encode = mark.elapsed();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        // Running totals of the candidate questions answered locally / by Placement.
+        let counts = self
+            .placement_index
+            .as_ref()
+            .map(|i| i.counts())
+            .unwrap_or_default();
         info!(
             hosts = host_count,
             instances = outcome.destinations.len(),
@@ -259,6 +265,8 @@ impl SchedulerManager {
             phase_schedule_ms = ms(phases.schedule),
             phase_encode_ms = ms(phases.encode),
             total_ms = ms(started.elapsed()),
+            candidates_fast = counts.fast,
+            candidates_fallback = counts.fallback,
             "select_destinations done"
         );
         Ok(answer)
