@@ -5,6 +5,7 @@
 use crate::config::{Config, DbUrl};
 use crate::filters::{build_chain, FilterConfig};
 use crate::manager::{ManagerEndpoint, ManagerOptions, PrefilterOptions, SchedulerManager};
+use crate::placement::index::{IndexLoader, LiveIndex};
 use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
 use crate::rpc::notifier::AmqpNotificationPublisher;
@@ -252,6 +253,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let cache =
         cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
     let mut background = Vec::new();
+    if let Some(url) = &config.placement_database_url {
+        let loader = IndexLoader::connect(&url.to_sqlx_url())
+            .await
+            .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
+        let index = LiveIndex::load(loader)
+            .await
+            .map_err(|e| AppError::Config(format!("[placement_database]: {e}")))?;
+        background.push(index.spawn_refresher(Duration::from_secs_f64(
+            config.nova_scheduler_rs.placement_index_refresh_interval,
+        )));
+        manager = manager.with_placement_index(index);
+        info!("placement fast path on: allocation candidates of single-provider requests are computed locally");
+    }
     if let Some(cache) = &cache {
         // Warm before consuming: the first answer is served from memory.
         cache.warm().await;

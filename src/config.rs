@@ -61,6 +61,11 @@ pub struct Config {
     pub database_url: Option<DbUrl>,
     /// `[api_database] connection`, parsed (with `connection_parameters` appended).
     pub api_database_url: Option<DbUrl>,
+    /// `[placement_database]`: Placement's own database, read-only (this daemon's
+    /// option; nova has none). Set, it turns on the local Placement fast path.
+    pub placement_database: DatabaseSection,
+    /// `[placement_database] connection`, parsed.
+    pub placement_database_url: Option<DbUrl>,
     /// `[placement]`.
     pub placement: PlacementSection,
     /// `[scheduler]`.
@@ -267,6 +272,9 @@ impl Config {
         let api_database = DatabaseSection::read(&raw, "api_database", &mut errors);
         let database_url = parse_database_url(&raw, "database", &database, &mut errors);
         let api_database_url = parse_database_url(&raw, "api_database", &api_database, &mut errors);
+        let placement_database = DatabaseSection::read(&raw, "placement_database", &mut errors);
+        let placement_database_url =
+            parse_database_url(&raw, "placement_database", &placement_database, &mut errors);
         let config = Config {
             oslo_messaging_notifications: NotificationsSection::read(&raw, &mut errors),
             placement: PlacementSection::read(&raw, &mut errors),
@@ -286,6 +294,8 @@ impl Config {
             api_database,
             database_url,
             api_database_url,
+            placement_database,
+            placement_database_url,
             raw,
         };
         ConfigError::from_list(errors)?;
@@ -330,6 +340,7 @@ impl Config {
         for (group, url) in [
             ("database", &self.database_url),
             ("api_database", &self.api_database_url),
+            ("placement_database", &self.placement_database_url),
         ] {
             for param in url.iter().flat_map(|u| u.unmapped_params()) {
                 out.push(format!(

@@ -20,6 +20,7 @@ pub use prefilters::PrefilterOptions;
 
 use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
+use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
@@ -62,6 +63,8 @@ pub struct SchedulerManager {
     cache: Option<Arc<HostStateCache>>,
     /// `scheduler.select_destinations.start` / `.end` notifications.
     notifier: Option<Arc<Notifier>>,
+    /// The Placement provider index (fast path); `None` asks Placement, as nova.
+    placement_index: Option<Arc<LiveIndex>>,
 }
 
 impl SchedulerManager {
@@ -83,6 +86,7 @@ impl SchedulerManager {
             rng: Mutex::new(rng),
             cache: None,
             notifier: None,
+            placement_index: None,
         }
     }
 
@@ -95,6 +99,13 @@ impl SchedulerManager {
     /// Serves host states from `cache` (which must share this manager's store).
     pub fn with_cache(mut self, cache: Arc<HostStateCache>) -> Self {
         self.cache = Some(cache);
+        self
+    }
+
+    /// Answers the common allocation-candidate questions from `index` and records
+    /// claims in it.
+    pub fn with_placement_index(mut self, index: Arc<LiveIndex>) -> Self {
+        self.placement_index = Some(index);
         self
     }
 
@@ -143,6 +154,7 @@ impl SchedulerManager {
                 &mut spec,
                 &self.store,
                 &self.placement,
+                self.placement_index.as_deref(),
                 &query_options,
                 &self.options.prefilters,
                 global_request_id.as_deref(),
@@ -254,8 +266,13 @@ impl SchedulerManager {
             .clone()
             .or_else(|| ctx.user_id().map(str::to_string))
             .unwrap_or_default();
-        let mut claimer =
-            claims::PlacementClaims::new(&self.placement, project_id, user_id, global_request_id);
+        let mut claimer = claims::PlacementClaims::new(
+            &self.placement,
+            self.placement_index.as_deref(),
+            project_id,
+            user_id,
+            global_request_id,
+        );
         // The RNG lock is held only for the synchronous parts; a fresh RNG per request
         // is derived so concurrent requests never wait on each other's claims.
         let mut rng = {
@@ -289,6 +306,12 @@ impl SchedulerManager {
         let answer = self.encode(&outcome, args.return_objects);
         phases.encode = mark.elapsed();
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        // Running totals of the candidate questions answered locally / by Placement.
+        let counts = self
+            .placement_index
+            .as_ref()
+            .map(|i| i.counts())
+            .unwrap_or_default();
         info!(
             hosts = host_count,
             instances = outcome.destinations.len(),
@@ -299,6 +322,8 @@ impl SchedulerManager {
             phase_schedule_ms = ms(phases.schedule),
             phase_encode_ms = ms(phases.encode),
             total_ms = ms(started.elapsed()),
+            candidates_fast = counts.fast,
+            candidates_fallback = counts.fallback,
             "select_destinations done"
         );
         Ok(answer)

@@ -11,6 +11,7 @@
 
 mod auth;
 mod client;
+pub mod index;
 pub mod query;
 pub mod request_filters;
 pub mod resource_request;

@@ -26,6 +26,9 @@ pub struct HostStateCacheSection {
     /// Seconds after which a retained consumption is dropped even if the compute node
     /// row never moved (a build that failed before the compute claimed anything).
     pub retained_consumption_ttl: f64,
+    /// Seconds between incremental refreshes of the Placement provider index (used
+    /// only with `[placement_database] connection`).
+    pub placement_index_refresh_interval: f64,
 }
 
 impl Default for HostStateCacheSection {
@@ -35,6 +38,7 @@ impl Default for HostStateCacheSection {
             host_state_full_resync_interval: 300.0,
             retain_virtual_consumption: true,
             retained_consumption_ttl: 120.0,
+            placement_index_refresh_interval: 1.0,
         }
     }
 }
@@ -63,6 +67,12 @@ impl HostStateCacheSection {
                 d.retained_consumption_ttl,
                 Some(0.0),
                 None,
+            ),
+            placement_index_refresh_interval: r.float(
+                "placement_index_refresh_interval",
+                d.placement_index_refresh_interval,
+                Some(0.05),
+                Some(3600.0),
             ),
         }
     }

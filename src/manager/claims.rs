@@ -3,6 +3,7 @@
 //! conflict fails the request; any other failure to claim moves on to the next host.
 
 use crate::model::HostState;
+use crate::placement::index::LiveIndex;
 use crate::placement::{PlacementClient, PlacementError};
 use crate::scheduler::{ClaimError, Claimer};
 use serde_json::Value;
@@ -10,6 +11,9 @@ use tracing::warn;
 
 pub struct PlacementClaims<'a> {
     placement: &'a PlacementClient,
+    /// The provider index: a claim is recorded in it at once; a refused claim
+    /// refreshes it, so the next decisions see what Placement saw.
+    index: Option<&'a LiveIndex>,
     project_id: String,
     user_id: String,
     global_request_id: Option<String>,
@@ -18,12 +22,14 @@ pub struct PlacementClaims<'a> {
 impl<'a> PlacementClaims<'a> {
     pub fn new(
         placement: &'a PlacementClient,
+        index: Option<&'a LiveIndex>,
         project_id: String,
         user_id: String,
         global_request_id: Option<String>,
     ) -> Self {
         PlacementClaims {
             placement,
+            index,
             project_id,
             user_id,
             global_request_id,
@@ -49,7 +55,21 @@ impl Claimer for PlacementClaims<'_> {
             )
             .await
         {
-            Ok(claimed) => Ok(claimed),
+            Ok(true) => {
+                if let Some(index) = self.index {
+                    index.apply_claim(allocation_request);
+                }
+                Ok(true)
+            }
+            Ok(false) => {
+                if let Some(index) = self.index {
+                    // A stale view: read what Placement has before the next host.
+                    if let Err(e) = index.refresh().await {
+                        warn!(error = %e, "could not refresh the placement provider index");
+                    }
+                }
+                Ok(false)
+            }
             Err(PlacementError::AllocationUpdateFailed {
                 consumer_uuid,
                 error,

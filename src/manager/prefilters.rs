@@ -26,6 +26,7 @@
 //! 14. `owner_nova_filter` — always, once every nova-compute is at version ≥ 73.
 
 use crate::model::{Destination, RequestSpec};
+use crate::placement::index::LiveIndex;
 use crate::placement::request_filters::{self, RequestFailure};
 use crate::placement::{
     destination_target, resources_from_request_spec, AllocationCandidates, PlacementClient,
@@ -338,16 +339,14 @@ pub async fn allocation_candidates(
     spec: &mut RequestSpec,
     store: &HostStateStore,
     placement: &PlacementClient,
+    index: Option<&LiveIndex>,
     query: &QueryOptions,
     opts: &PrefilterOptions,
     global_request_id: Option<&str>,
 ) -> Result<AllocationCandidates, PrefilterError> {
     let nodes = target_nodes(spec, store).await?;
     let first = resources_from_request_spec(spec, query, true, nodes.as_deref())?;
-    let mut found = match placement
-        .get_allocation_candidates(&first.query_params(), global_request_id)
-        .await
-    {
+    let mut found = match ask(placement, index, &first.query_params(), global_request_id).await {
         Ok(found) => found,
         Err(e) => {
             warn!(error = %e, "Failed to retrieve allocation candidates from placement API");
@@ -357,10 +356,7 @@ pub async fn allocation_candidates(
     if first.cpu_pinning_requested && !opts.disable_fallback_pcpu_query {
         debug!("Requesting fallback allocation candidates with VCPU instead of PCPU");
         let second = resources_from_request_spec(spec, query, false, nodes.as_deref())?;
-        match placement
-            .get_allocation_candidates(&second.query_params(), global_request_id)
-            .await
-        {
+        match ask(placement, index, &second.query_params(), global_request_id).await {
             Ok(more) => {
                 found.allocation_requests.extend(more.allocation_requests);
                 for (rp, summary) in more.provider_summaries {
@@ -376,6 +372,23 @@ pub async fn allocation_candidates(
         info!("Got no allocation candidates from the Placement API. This could be due to insufficient resources or a temporary occurrence as compute nodes start up.");
     }
     Ok(found)
+}
+
+/// One `GET /allocation_candidates` question: answered from the provider index when
+/// there is one and the shape allows it (every candidate, no `limit`), else by
+/// Placement.
+async fn ask(
+    placement: &PlacementClient,
+    index: Option<&LiveIndex>,
+    params: &[(String, String)],
+    global_request_id: Option<&str>,
+) -> Result<AllocationCandidates, crate::placement::PlacementError> {
+    if let Some(found) = index.and_then(|i| i.candidates(params).ok()) {
+        return Ok(found);
+    }
+    placement
+        .get_allocation_candidates(params, global_request_id)
+        .await
 }
 
 impl PrefilterError {

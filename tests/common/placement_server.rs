@@ -21,6 +21,14 @@ pub fn db() -> String {
 
 static URL: OnceCell<Result<String, String>> = OnceCell::const_new();
 
+/// gunicorn workers; a test binary that sends requests concurrently may raise it
+/// with [`set_workers`] before the first [`url`].
+static WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+pub fn set_workers(n: usize) {
+    WORKERS.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Base URL of the running Placement; panics with the reason if it cannot start.
 pub async fn url() -> &'static str {
     match URL.get_or_init(start).await {
@@ -59,11 +67,12 @@ async fn start() -> Result<String, String> {
     let log = dir.join("gunicorn.log");
     // gunicorn in the background; the shell waits while this test process lives.
     let script = format!(
-        "\"{gunicorn}\" --workers 1 --bind 127.0.0.1:{port} --timeout 120 \
+        "\"{gunicorn}\" --workers {workers} --bind 127.0.0.1:{port} --timeout 120 \
          --error-logfile \"{log}\" placement.wsgi.api:application >/dev/null 2>&1 & g=$!; \
          while kill -0 {parent} 2>/dev/null && kill -0 $g 2>/dev/null; do sleep 1; done; \
          kill $g 2>/dev/null; wait $g",
         gunicorn = venv.join("bin/gunicorn").display(),
+        workers = WORKERS.load(std::sync::atomic::Ordering::Relaxed),
         log = log.display(),
         parent = std::process::id(),
     );

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Allocation candidates computed from the index, as Placement computes them when no
+//! provider has a parent and none shares via aggregate (its single-provider path,
+//! `get_provider_ids_matching` + `_alloc_candidates_single_provider`): every root
+//! provider that alone satisfies the unsuffixed group. Pure.
+
+use super::model::{Provider, ProviderIndex};
+use super::request::{LocalRequest, Unsupported};
+use crate::placement::AllocationCandidates;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+/// The request with names resolved to the index's ids.
+struct Resolved {
+    resources: Vec<(i64, String, i64)>,
+    required: Vec<i64>,
+    forbidden: Vec<i64>,
+    /// `None`: some `member_of` list names no known aggregate; nothing matches.
+    member_of: Option<Vec<BTreeSet<i64>>>,
+    forbidden_aggregates: BTreeSet<i64>,
+    tree_root: Option<i64>,
+    root_required: Vec<i64>,
+    root_forbidden: Vec<i64>,
+}
+
+fn trait_ids(index: &ProviderIndex, names: &BTreeSet<String>) -> Result<Vec<i64>, Unsupported> {
+    names
+        .iter()
+        .map(|n| {
+            index
+                .traits
+                .id(n)
+                .ok_or_else(|| Unsupported(format!("trait {n} is not in the index")))
+        })
+        .collect()
+}
+
+fn resolve(index: &ProviderIndex, req: &LocalRequest) -> Result<Resolved, Unsupported> {
+    let resources = req
+        .resources
+        .iter()
+        .map(|(rc, amount)| {
+            index
+                .resource_classes
+                .id(rc)
+                .map(|id| (id, rc.clone(), *amount))
+                .ok_or_else(|| Unsupported(format!("resource class {rc} is not in the index")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut member_of = Some(Vec::new());
+    for any_of in &req.member_of {
+        let known: BTreeSet<i64> = any_of
+            .iter()
+            .filter_map(|u| index.aggregates.id(u))
+            .collect();
+        match (&mut member_of, known.is_empty()) {
+            (Some(lists), false) => lists.push(known),
+            _ => member_of = None,
+        }
+    }
+    let tree_root =
+        match &req.in_tree {
+            Some(uuid) => Some(index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
+                Unsupported(format!("in_tree provider {uuid} is not in the index"))
+            })?),
+            None => None,
+        };
+    Ok(Resolved {
+        resources,
+        required: trait_ids(index, &req.required)?,
+        forbidden: trait_ids(index, &req.forbidden)?,
+        member_of,
+        forbidden_aggregates: req
+            .forbidden_aggregates
+            .iter()
+            .filter_map(|u| index.aggregates.id(u))
+            .collect(),
+        tree_root,
+        root_required: trait_ids(index, &req.root_required)?,
+        root_forbidden: trait_ids(index, &req.root_forbidden)?,
+    })
+}
+
+impl Resolved {
+    fn matches(&self, index: &ProviderIndex, p: &Provider) -> bool {
+        if self.tree_root.is_some_and(|root| root != p.root_id) {
+            return false;
+        }
+        if !self.required.iter().all(|t| p.traits.contains(t))
+            || self.forbidden.iter().any(|t| p.traits.contains(t))
+        {
+            return false;
+        }
+        match &self.member_of {
+            None => return false,
+            Some(lists) => {
+                if !lists
+                    .iter()
+                    .all(|any_of| any_of.iter().any(|a| p.aggregates.contains(a)))
+                {
+                    return false;
+                }
+            }
+        }
+        if self
+            .forbidden_aggregates
+            .iter()
+            .any(|a| p.aggregates.contains(a))
+        {
+            return false;
+        }
+        if !self.root_required.is_empty() || !self.root_forbidden.is_empty() {
+            let Some(root) = index.providers.get(&p.root_id) else {
+                return false;
+            };
+            if root.parent_id.is_some()
+                || !self.root_required.iter().all(|t| root.traits.contains(t))
+                || self.root_forbidden.iter().any(|t| root.traits.contains(t))
+            {
+                return false;
+            }
+        }
+        self.resources.iter().all(|(rc, _, amount)| {
+            p.inventories
+                .get(rc)
+                .is_some_and(|inv| inv.fits(p.used(*rc), *amount))
+        })
+    }
+}
+
+/// Every allocation candidate Placement would return for `req` without a `limit`
+/// (the local search never truncates), or why it must be asked instead: provider
+/// trees or sharing providers exist, or the request names something the index does
+/// not know (Placement answers 400 to unknown classes and traits; an unknown
+/// `in_tree` may be a provider newer than the index).
+pub fn local_candidates(
+    index: &ProviderIndex,
+    req: &LocalRequest,
+) -> Result<AllocationCandidates, Unsupported> {
+    if index.has_trees() {
+        return Err(Unsupported("nested resource providers exist".into()));
+    }
+    if index.has_sharing() {
+        return Err(Unsupported("sharing resource providers exist".into()));
+    }
+    let resolved = resolve(index, req)?;
+    let mut found = AllocationCandidates::default();
+    for p in index.providers.values() {
+        if !resolved.matches(index, p) {
+            continue;
+        }
+        let resources: Map<String, Value> = resolved
+            .resources
+            .iter()
+            .map(|(_, rc, amount)| (rc.clone(), json!(amount)))
+            .collect();
+        found.allocation_requests.push(json!({
+            "allocations": { p.uuid.clone(): { "resources": resources } },
+            "mappings": { "": [p.uuid.clone()] },
+        }));
+        found
+            .provider_summaries
+            .insert(p.uuid.clone(), provider_summary(index, p));
+    }
+    Ok(found)
+}
+
+/// A provider summary at microversion 1.36: every inventory's capacity and usage,
+/// the traits (sorted here; Placement's order is the database's), parent and root.
+pub fn provider_summary(index: &ProviderIndex, p: &Provider) -> Value {
+    let resources: Map<String, Value> = p
+        .inventories
+        .iter()
+        .filter_map(|(rc, inv)| {
+            let name = index.resource_classes.name(*rc)?;
+            Some((
+                name.to_string(),
+                json!({"capacity": inv.summary_capacity(), "used": p.used(*rc)}),
+            ))
+        })
+        .collect();
+    let mut traits: Vec<&str> = p
+        .traits
+        .iter()
+        .filter_map(|t| index.traits.name(*t))
+        .collect();
+    traits.sort_unstable();
+    let uuid_of = |id: i64| index.providers.get(&id).map(|q| q.uuid.clone());
+    json!({
+        "resources": resources,
+        "traits": traits,
+        "parent_provider_uuid": p.parent_id.and_then(uuid_of),
+        "root_provider_uuid": uuid_of(p.root_id),
+    })
+}

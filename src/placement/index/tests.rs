@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: Apache-2.0
+use super::model::NameTable;
+use super::*;
+use std::collections::BTreeMap;
+
+fn inv(total: i64, ratio: f32) -> Inventory {
+    Inventory {
+        total,
+        reserved: 0,
+        min_unit: 1,
+        max_unit: total,
+        step_size: 1,
+        allocation_ratio: ratio,
+        allocation_ratio_text: format!("{ratio}").parse().unwrap(),
+    }
+}
+
+const A: &str = "00000000-0000-0000-0000-00000000000a";
+const B: &str = "00000000-0000-0000-0000-00000000000b";
+const AGG: &str = "00000000-0000-0000-0000-0000000000a1";
+
+fn index() -> ProviderIndex {
+    let mut index = ProviderIndex {
+        resource_classes: NameTable::from_rows([(0, "VCPU".into()), (1, "MEMORY_MB".into())]),
+        traits: NameTable::from_rows([(1, "COMPUTE_STATUS_DISABLED".into()), (2, "HW_X".into())]),
+        aggregates: NameTable::from_rows([(7, AGG.into())]),
+        ..ProviderIndex::default()
+    };
+    for (id, uuid) in [(1, A), (2, B)] {
+        index.upsert(Provider {
+            id,
+            uuid: uuid.into(),
+            root_id: id,
+            inventories: BTreeMap::from([(0, inv(10, 0.7)), (1, inv(1000, 1.5))]),
+            ..Provider::default()
+        });
+    }
+    index.providers.get_mut(&2).unwrap().traits.insert(2);
+    index.providers.get_mut(&1).unwrap().aggregates.insert(7);
+    index
+}
+
+fn params(q: &[(&str, &str)]) -> LocalRequest {
+    let pairs: Vec<(String, String)> = q
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    LocalRequest::from_params(&pairs).unwrap()
+}
+
+fn hosts(index: &ProviderIndex, q: &[(&str, &str)]) -> Vec<String> {
+    let found = local_candidates(index, &params(q)).unwrap();
+    let mut keys: Vec<String> = found.provider_summaries.keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn float_ratio_is_checked_as_mariadb_and_python_do() {
+    let index = index();
+    // 10 × 0.7f32 = 6.99999988 in SQL: 7 does not fit although int(10 × 0.7) = 7.
+    assert!(hosts(&index, &[("resources", "VCPU:7")]).is_empty());
+    assert_eq!(hosts(&index, &[("resources", "VCPU:6")]).len(), 2);
+    let p = index.provider(A).unwrap();
+    assert_eq!(p.inventories[&0].summary_capacity(), 7);
+    assert_eq!(p.inventories[&1].summary_capacity(), 1500);
+}
+
+#[test]
+fn traits_aggregates_and_tree_filters() {
+    let index = index();
+    assert_eq!(
+        hosts(&index, &[("resources", "VCPU:1"), ("required", "HW_X")]),
+        vec![B]
+    );
+    assert_eq!(
+        hosts(&index, &[("resources", "VCPU:1"), ("required", "!HW_X")]),
+        vec![A]
+    );
+    assert_eq!(
+        hosts(
+            &index,
+            &[("resources", "VCPU:1"), ("member_of", &format!("in:{AGG}"))]
+        ),
+        vec![A]
+    );
+    assert_eq!(
+        hosts(
+            &index,
+            &[
+                ("resources", "VCPU:1"),
+                ("member_of", &format!("!in:{AGG}"))
+            ]
+        ),
+        vec![B]
+    );
+    assert_eq!(
+        hosts(&index, &[("resources", "VCPU:1"), ("in_tree", B)]),
+        vec![B]
+    );
+    assert_eq!(
+        hosts(
+            &index,
+            &[("resources", "VCPU:1"), ("root_required", "HW_X")]
+        ),
+        vec![B]
+    );
+    // An aggregate Placement does not know matches nothing.
+    let unknown = "00000000-0000-0000-0000-0000000000ff";
+    assert!(hosts(&index, &[("resources", "VCPU:1"), ("member_of", unknown)]).is_empty());
+}
+
+#[test]
+fn unsupported_shapes_and_worlds() {
+    let q = |k: &str, v: &str| {
+        vec![
+            ("resources".to_string(), "VCPU:1".to_string()),
+            (k.to_string(), v.to_string()),
+        ]
+    };
+    assert!(LocalRequest::from_params(&q("resources1", "VCPU:1")).is_err());
+    assert!(LocalRequest::from_params(&q("same_subtree", "_a,_b")).is_err());
+    assert!(LocalRequest::from_params(&q("required", "HW_X,!HW_X")).is_err());
+    assert!(LocalRequest::from_params(&q("member_of", &format!("{AGG},{AGG}"))).is_err());
+    let mut index = index();
+    let req = params(&[("resources", "VCPU:1"), ("required", "CUSTOM_UNKNOWN")]);
+    assert!(local_candidates(&index, &req).is_err());
+    index.providers.get_mut(&2).unwrap().parent_id = Some(1);
+    assert!(local_candidates(&index, &params(&[("resources", "VCPU:1")])).is_err());
+}
+
+#[test]
+fn claims_count_until_refresh() {
+    let mut index = index();
+    assert!(index.apply_claim(&[(A.to_string(), vec![("VCPU".to_string(), 6)])]));
+    assert_eq!(hosts(&index, &[("resources", "VCPU:1")]), vec![B]);
+}

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Race test of the Placement fast path: two daemons, both with
+//! `[placement_database] connection` (allocation candidates computed from their own
+//! provider index), consume the same scheduler queue while nova's own
+//! `SchedulerAPI.select_destinations` sends a concurrent stream of 1–3-instance boot
+//! requests that exhausts a small cloud (four hosts seeded by `scripts/seed_cloud.py`
+//! into nova-manage databases and the real Placement).
+//!
+//! Afterwards, from Placement itself: no provider's usage exceeds
+//! `(total - reserved) × allocation_ratio`; every request was answered (placed or
+//! NoValidHost, nothing else); every instance of a placed request holds an allocation
+//! on the provider it was sent to, and no instance of a refused request holds one (no
+//! partial claim). Both daemons must have answered from the index (no fallback).
+
+#[path = "common/nova_schema.rs"]
+mod nova_schema;
+#[path = "common/placement_server.rs"]
+mod placement_server;
+#[path = "common/venv.rs"]
+mod venv;
+
+use serde_json::Value;
+use sqlx::mysql::MySqlPool;
+use sqlx::{AssertSqlSafe, Executor};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REQUESTS: usize = 48;
+
+/// Concurrent boot requests through nova's SchedulerAPI; prints one JSON line.
+const CLIENT: &str = r#"
+import sys, json, warnings, concurrent.futures
+warnings.filterwarnings("ignore")
+sys.path.insert(0, sys.argv[2])
+import nsrs_helpers as H
+H.init_nova_client(sys.argv[1])
+from nova.scheduler import rpcapi
+from nova import exception
+n = int(sys.argv[3])
+flavor = H.make_flavor(4, 16384, 40)
+api = rpcapi.SchedulerAPI()
+def one(i):
+    ctxt = H.user_context()
+    uuids = [H.new_uuid() for _ in range(1 + i % 3)]
+    spec = H.make_spec(ctxt, flavor, uuids)
+    try:
+        sel = api.select_destinations(ctxt, spec, uuids, return_objects=True,
+                                      return_alternates=False)
+        return {"uuids": uuids, "placed": [s[0].compute_node_uuid for s in sel]}
+    except exception.NoValidHost:
+        return {"uuids": uuids, "placed": None}
+with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    results = list(pool.map(one, range(n)))
+print(json.dumps(results))
+"#;
+
+fn rabbitmqctl(args: &[&str]) {
+    let out = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl");
+    assert!(
+        out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already"),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_daemon(conf: &Path, host: &str, log: PathBuf) -> Daemon {
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
+        .arg("--config-file")
+        .arg(conf)
+        .env("RUST_LOG", "info")
+        .env("OS_DEFAULT__HOST", host)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log file"))
+        .stderr(file)
+        .spawn()
+        .expect("start the daemon");
+    Daemon { child, log }
+}
+
+fn wait_ready(daemon: &Daemon) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(&daemon.log).unwrap_or_default();
+        if text.contains("scheduler ready") {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "daemon not ready in 60 s:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+async fn get(http: &reqwest::Client, url: &str, path: &str) -> Value {
+    let resp = http
+        .get(format!("{url}{path}"))
+        .header("X-Auth-Token", "admin")
+        .header("OpenStack-API-Version", "placement 1.36")
+        .send()
+        .await
+        .expect("placement");
+    assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+    resp.json().await.expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
+    let venv = venv::find();
+    let prefix = nova_schema::tagged("nsrs_fastpath_race");
+    let dir = nova_schema::create(&venv, &prefix, &["cell1"])
+        .await
+        .expect("nova-manage schema");
+    let placement = placement_server::url().await;
+    let vhost = prefix.clone();
+    rabbitmqctl(&["add_vhost", &vhost]);
+    rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
+    let transport = format!("rabbit://guest:guest@127.0.0.1:5672/{vhost}");
+    let base = std::fs::read_to_string(dir.join("nova.conf")).expect("nova.conf");
+    let base = base.replace(
+        "transport_url = rabbit://guest:guest@127.0.0.1:5672/",
+        &format!("transport_url = {transport}"),
+    );
+    let common = format!(
+        "{base}\n[placement]\nauth_type = admin_token\ntoken = admin\n\
+         endpoint = {placement}\nendpoint_override = {placement}\n"
+    );
+    let client_conf = dir.join("client.conf");
+    std::fs::write(&client_conf, &common).expect("client.conf");
+    let out = Command::new(venv.join("bin/python"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/seed_cloud.py"
+        ))
+        .args(["--config-file", &client_conf.to_string_lossy()])
+        .args(["--state-dir", &dir.to_string_lossy()])
+        .args(["--hosts", "4", "--cells", "1", "--big-hosts", "0"])
+        .args(["--disabled-hosts", "0", "--seed", "11"])
+        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+        .output()
+        .expect("seed_cloud.py");
+    assert!(
+        out.status.success(),
+        "seeding failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
+        .await
+        .expect("cell db");
+    cell.execute(AssertSqlSafe(
+        "UPDATE services SET last_seen_up = UTC_TIMESTAMP() WHERE deleted = 0",
+    ))
+    .await
+    .expect("heartbeat");
+
+    let conf = dir.join("daemon.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "{common}\n[placement_database]\nconnection = {}\n",
+            nova_schema::sqla_url(&placement_server::db())
+        ),
+    )
+    .expect("daemon conf");
+    let daemons = [
+        start_daemon(&conf, "sched-a", dir.join("daemon-a.log")),
+        start_daemon(&conf, "sched-b", dir.join("daemon-b.log")),
+    ];
+    for d in &daemons {
+        let text = wait_ready(d);
+        assert!(text.contains("placement fast path on"), "{text}");
+    }
+
+    let out = Command::new(venv.join("bin/python"))
+        .arg("-c")
+        .arg(CLIENT)
+        .arg(&client_conf)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance"))
+        .arg(REQUESTS.to_string())
+        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+        .output()
+        .expect("python client");
+    assert!(
+        out.status.success(),
+        "a request was not answered with a placement or NoValidHost: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<Value> = serde_json::from_slice(&out.stdout).expect("client output is JSON");
+    assert_eq!(results.len(), REQUESTS);
+
+    let http = reqwest::Client::new();
+    let (mut placed, mut refused) = (0, 0);
+    for r in &results {
+        let uuids: Vec<&str> = r["uuids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let targets = r["placed"].as_array();
+        for (n, uuid) in uuids.iter().enumerate() {
+            let allocs = get(&http, placement, &format!("/allocations/{uuid}")).await;
+            let held: Vec<&String> = allocs["allocations"].as_object().unwrap().keys().collect();
+            match targets {
+                Some(t) => {
+                    let target = t[n].as_str().unwrap();
+                    assert_eq!(held, vec![target], "instance {uuid} of a placed request");
+                }
+                None => assert!(
+                    held.is_empty(),
+                    "instance {uuid} of a refused request holds {held:?}"
+                ),
+            }
+        }
+        if targets.is_some() {
+            placed += uuids.len();
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(
+        placed > 0 && refused > 0,
+        "placed {placed}, refused {refused}: the cloud must fill up"
+    );
+
+    let providers = get(&http, placement, "/resource_providers").await;
+    for rp in providers["resource_providers"].as_array().unwrap() {
+        let uuid = rp["uuid"].as_str().unwrap();
+        let inv = get(
+            &http,
+            placement,
+            &format!("/resource_providers/{uuid}/inventories"),
+        )
+        .await;
+        let usages = get(
+            &http,
+            placement,
+            &format!("/resource_providers/{uuid}/usages"),
+        )
+        .await;
+        for (rc, i) in inv["inventories"].as_object().unwrap() {
+            let capacity = (i["total"].as_i64().unwrap() - i["reserved"].as_i64().unwrap()) as f64
+                * i["allocation_ratio"].as_f64().unwrap();
+            let used = usages["usages"][rc].as_i64().unwrap_or(0);
+            assert!(
+                used as f64 <= capacity,
+                "{uuid} {rc}: used {used} > capacity {capacity}"
+            );
+        }
+    }
+    drop(daemons);
+    for name in ["daemon-a.log", "daemon-b.log"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        assert!(!text.contains("fallback to Placement"), "{name}:\n{text}");
+        assert!(
+            text.contains("select_destinations"),
+            "{name} answered nothing:\n{text}"
+        );
+    }
+    eprintln!("placed {placed} instances, refused {refused} requests");
+    cell.close().await;
+}
