@@ -433,6 +433,8 @@ fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
         cafile: p.cafile.as_ref().map(Into::into),
         insecure: p.insecure,
         region_name: p.region_name.clone(),
+        service_type: p.service_type.clone(),
+        service_name: p.service_name.clone(),
         valid_interfaces: p.valid_interfaces.clone(),
         ..PlacementOptions::default()
     })

@@ -641,3 +641,113 @@ async fn pinned_granular_flavor_and_its_fallback_query() {
         })]
     );
 }
+
+/// Keystone v3 password auth, token lifetime and catalog lookup. Keystone is a
+/// stand-in speaking the v3 token API (`POST /v3/auth/tokens`, `X-Subject-Token`,
+/// `token.expires_at`, `token.catalog`) because no Keystone is available here; the
+/// Placement it points at is a recording stand-in too (only the token matters).
+///
+/// The first token expires within keystoneauth's 120 s margin, so the next request
+/// gets a new one; the second lasts an hour and is reused. The endpoint is the one
+/// entry of the catalog with the configured `service_type` and `service_name`, in
+/// `region_name`, with the first of `valid_interfaces` present (`admin` is not).
+#[tokio::test]
+async fn password_token_renewed_before_expiry_and_catalog_lookup() {
+    let placement = http_stub::start(Arc::new(|_r: &Recorded| {
+        Reply::json(
+            200,
+            json!({"allocation_requests": [], "provider_summaries": {}}),
+        )
+    }))
+    .await;
+    let issued = Arc::new(AtomicUsize::new(0));
+    let counter = issued.clone();
+    let good = placement.url.clone();
+    let keystone = http_stub::start(Arc::new(move |r: &Recorded| {
+        if (r.method.as_str(), r.path.as_str()) != ("POST", "/v3/auth/tokens") {
+            return Reply::json(404, json!({}));
+        }
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let life = if n == 1 {
+            chrono::Duration::seconds(100)
+        } else {
+            chrono::Duration::hours(1)
+        };
+        let expires = (chrono::Utc::now() + life)
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let dead = "http://127.0.0.1:1";
+        let mut reply = Reply::json(201, json!({"token": {"expires_at": expires, "catalog": [
+            {"type": "compute", "name": "nova", "endpoints": [
+                {"interface": "internal", "region_id": "RegionTwo", "url": format!("{dead}/compute")}]},
+            {"type": "placement", "name": "placement-a", "endpoints": [
+                {"interface": "internal", "region_id": "RegionTwo", "url": format!("{dead}/other-name")}]},
+            {"type": "placement", "name": "placement-b", "endpoints": [
+                {"interface": "public", "region_id": "RegionTwo", "url": format!("{dead}/public")},
+                {"interface": "internal", "region_id": "RegionOne", "url": format!("{dead}/other-region")},
+                {"interface": "internal", "region_id": "RegionTwo", "url": good.clone()}]}]}}));
+        reply
+            .headers
+            .push(("X-Subject-Token".into(), format!("token-{n}")));
+        reply
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        auth: PlacementAuth::Password(PasswordAuth {
+            auth_url: keystone.url.clone(),
+            user_id: Some("nova-user-id".into()),
+            password: "pw".into(),
+            project_id: Some("service-project-id".into()),
+            ..PasswordAuth::default()
+        }),
+        service_type: "placement".into(),
+        service_name: Some("placement-b".into()),
+        region_name: Some("RegionTwo".into()),
+        valid_interfaces: vec!["admin".into(), "internal".into(), "public".into()],
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    for _ in 0..3 {
+        client
+            .get_allocation_candidates(&[], None)
+            .await
+            .expect("candidates");
+    }
+    assert_eq!(
+        issued.load(Ordering::SeqCst),
+        2,
+        "renewed once, then cached"
+    );
+    let tokens: Vec<Option<String>> = placement
+        .recorded()
+        .iter()
+        .map(|r| r.header("x-auth-token").map(str::to_string))
+        .collect();
+    let t = |s: &str| Some(s.to_string());
+    assert_eq!(tokens, vec![t("token-1"), t("token-2"), t("token-2")]);
+    let body: Value = serde_json::from_str(&keystone.recorded()[0].body).expect("json");
+    assert_eq!(
+        body,
+        json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "id": "nova-user-id", "password": "pw"}}},
+            "scope": {"project": {"id": "service-project-id"}}}})
+    );
+
+    // No entry for the service type: EndpointNotFound, nothing sent to Placement.
+    let other_type = PlacementClient::new(PlacementOptions {
+        auth: PlacementAuth::Password(PasswordAuth {
+            auth_url: keystone.url.clone(),
+            user_id: Some("nova-user-id".into()),
+            password: "pw".into(),
+            ..PasswordAuth::default()
+        }),
+        service_type: "placement-v2".into(),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    assert!(matches!(
+        other_type.get_allocation_candidates(&[], None).await,
+        Err(PlacementError::EndpointNotFound(_))
+    ));
+    assert_eq!(placement.recorded().len(), 3);
+}

@@ -29,7 +29,7 @@ use crate::model::{Destination, RequestSpec};
 use crate::placement::request_filters::{self, RequestFailure};
 use crate::placement::{
     destination_target, resources_from_request_spec, AllocationCandidates, PlacementClient,
-    QueryOptions, RequestError, ResourceRequest, TargetNode,
+    PlacementError, QueryOptions, RequestError, ResourceRequest, TargetNode,
 };
 use crate::state::HostStateStore;
 use sqlx::Row;
@@ -349,6 +349,11 @@ pub async fn allocation_candidates(
         .await
     {
         Ok(found) => found,
+        // The client logs an outage once when it starts, not per request.
+        Err(e @ PlacementError::Unreachable(_)) => {
+            debug!(error = %e, "Failed to retrieve allocation candidates from placement API");
+            AllocationCandidates::default()
+        }
         Err(e) => {
             warn!(error = %e, "Failed to retrieve allocation candidates from placement API");
             AllocationCandidates::default()
@@ -369,6 +374,9 @@ pub async fn allocation_candidates(
             }
             // nova: a connection failure skips the merge; an HTTP error makes its
             // merge fail with a TypeError. We keep the first answer either way.
+            Err(e @ PlacementError::Unreachable(_)) => {
+                debug!(error = %e, "Failed to retrieve fallback allocation candidates")
+            }
             Err(e) => warn!(error = %e, "Failed to retrieve fallback allocation candidates"),
         }
     }
