@@ -751,3 +751,111 @@ async fn password_token_renewed_before_expiry_and_catalog_lookup() {
     ));
     assert_eq!(placement.recorded().len(), 3);
 }
+
+/// `[placement] timeout`: a Placement that accepts the request and never answers
+/// (a stand-in: the real one cannot be made to hang) fails the call as unreachable
+/// once the timeout passes, instead of holding the request forever.
+#[tokio::test]
+async fn timeout_bounds_a_placement_that_never_answers() {
+    let stub = http_stub::start_async(Arc::new(|_r: Recorded| {
+        Box::pin(std::future::pending::<Option<Reply>>())
+            as std::pin::Pin<Box<dyn std::future::Future<Output = Option<Reply>> + Send>>
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        endpoint: Some(stub.url.clone()),
+        timeout: Some(Duration::from_millis(500)),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    let started = std::time::Instant::now();
+    match client
+        .get_allocation_candidates(&query("CUSTOM_X"), None)
+        .await
+    {
+        Err(PlacementError::Unreachable(_)) => {}
+        other => panic!("expected a timeout (Unreachable), got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        stub.recorded().len(),
+        1,
+        "the request arrived, no answer came"
+    );
+}
+
+/// TLS: the same real Placement served over HTTPS by gunicorn, with a server
+/// certificate signed by a CA made here with openssl. Trusted through `cafile`,
+/// refused without it, accepted with `insecure`.
+#[tokio::test]
+async fn tls_cafile_and_insecure_against_the_real_placement() {
+    let dir = std::env::temp_dir().join(format!("nsrs-t-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for script in [
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+         -subj /CN=nsrs-test-ca",
+        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        "printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' \
+         > ext.cnf && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+         -out server.pem -days 2 -extfile ext.cnf",
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&dir)
+            .output()
+            .expect("sh");
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let https = placement_server::start_tls(&dir.join("server.pem"), &dir.join("server.key"))
+        .await
+        .expect("Placement over HTTPS");
+    assert!(https.starts_with("https://"));
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_TLS";
+    let rp = uuid();
+    admin
+        .provider(&rp, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let client = |cafile: Option<std::path::PathBuf>, insecure: bool| {
+        PlacementClient::new(PlacementOptions {
+            endpoint: Some(https.clone()),
+            auth: PlacementAuth::AdminToken {
+                token: "admin".into(),
+            },
+            cafile,
+            insecure,
+            ..PlacementOptions::default()
+        })
+        .expect("client")
+    };
+    let trusted = client(Some(dir.join("ca.pem")), false)
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("trusted through cafile");
+    assert_eq!(
+        trusted.provider_summaries.keys().collect::<Vec<_>>(),
+        vec![&rp]
+    );
+    match client(None, false)
+        .get_allocation_candidates(&query(tag), None)
+        .await
+    {
+        Err(PlacementError::Unreachable(text)) => {
+            assert!(text.to_lowercase().contains("certificate"), "{text}")
+        }
+        other => panic!("an unknown CA must be refused, got {other:?}"),
+    }
+    let insecure = client(None, true)
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("insecure skips verification");
+    assert_eq!(
+        insecure.provider_summaries.keys().collect::<Vec<_>>(),
+        vec![&rp]
+    );
+}
