@@ -499,7 +499,72 @@ fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
         cafile: p.cafile.as_ref().map(Into::into),
         insecure: p.insecure,
         region_name: p.region_name.clone(),
+        service_type: p.service_type.clone(),
+        service_name: p.service_name.clone(),
         valid_interfaces: p.valid_interfaces.clone(),
         ..PlacementOptions::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(placement: &str) -> Result<PlacementOptions, AppError> {
+        let config = crate::config::from_ini_str(&format!("[placement]\n{placement}"))
+            .map_err(|e| AppError::Config(e.to_string()))?;
+        placement_options(&config)
+    }
+
+    #[test]
+    fn placement_password_auth_and_catalog_options_as_keystoneauth_reads_them() {
+        let o = options(
+            "auth_type = password\nauth_url = http://ks:5000/v3\nusername = nova\n\
+             password = s3cret\nuser_domain_name = Default\nproject_name = service\n\
+             project_domain_name = Default\nregion_name = RegionTwo\n\
+             valid_interfaces = admin,internal\nservice_type = placement\n\
+             service_name = placement-b\ntimeout = 2.5\ncafile = /etc/ssl/ca.pem\ninsecure = true\n",
+        )
+        .expect("options");
+        let PlacementAuth::Password(p) = &o.auth else {
+            panic!("password auth expected: {:?}", o.auth)
+        };
+        assert_eq!(
+            (
+                p.auth_url.as_str(),
+                p.username.as_deref(),
+                p.password.as_str()
+            ),
+            ("http://ks:5000/v3", Some("nova"), "s3cret")
+        );
+        assert_eq!(p.project_name.as_deref(), Some("service"));
+        assert_eq!(o.endpoint, None, "the endpoint comes from the catalog");
+        assert_eq!(o.region_name.as_deref(), Some("RegionTwo"));
+        assert_eq!(o.valid_interfaces, vec!["admin", "internal"]);
+        assert_eq!(
+            (o.service_type.as_str(), o.service_name.as_deref()),
+            ("placement", Some("placement-b"))
+        );
+        assert_eq!(o.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(o.cafile, Some("/etc/ssl/ca.pem".into()));
+        assert!(o.insecure);
+    }
+
+    #[test]
+    fn placement_noauth_admin_token_and_endpoint_override() {
+        for auth_type in ["none", "noauth", "NoAuth"] {
+            let o = options(&format!(
+                "auth_type = {auth_type}\nendpoint_override = http://placement:8778\n"
+            ))
+            .expect("options");
+            assert!(matches!(o.auth, PlacementAuth::None), "{auth_type}");
+            assert_eq!(o.endpoint.as_deref(), Some("http://placement:8778"));
+        }
+        let o = options("auth_type = admin_token\ntoken = t0k\nendpoint = http://p:8778\n")
+            .expect("options");
+        assert!(matches!(&o.auth, PlacementAuth::AdminToken { token } if token == "t0k"));
+        assert_eq!(o.endpoint.as_deref(), Some("http://p:8778"));
+        assert!(options("auth_type = admin_token\n").is_err(), "no token");
+        assert!(options("auth_type = v2password\n").is_err(), "unsupported");
+    }
 }

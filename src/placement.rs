@@ -47,6 +47,10 @@ pub struct PlacementOptions {
     pub insecure: bool,
     /// `region_name`: catalog endpoints must be in this region.
     pub region_name: Option<String>,
+    /// `service_type`: the catalog entry to use (`placement`).
+    pub service_type: String,
+    /// `service_name`: when set, the catalog entry must also have this name.
+    pub service_name: Option<String>,
     /// `valid_interfaces` (`internal,public`): catalog interfaces, in preference order.
     pub valid_interfaces: Vec<String>,
     /// Unit of the claim retry sleep: before attempt *n* nova sleeps uniform
@@ -64,6 +68,8 @@ impl Default for PlacementOptions {
             cafile: None,
             insecure: false,
             region_name: None,
+            service_type: "placement".into(),
+            service_name: None,
             valid_interfaces: vec!["internal".into(), "public".into()],
             claim_retry_unit: Duration::from_secs(1),
         }

@@ -641,3 +641,221 @@ async fn pinned_granular_flavor_and_its_fallback_query() {
         })]
     );
 }
+
+/// Keystone v3 password auth, token lifetime and catalog lookup. Keystone is a
+/// stand-in speaking the v3 token API (`POST /v3/auth/tokens`, `X-Subject-Token`,
+/// `token.expires_at`, `token.catalog`) because no Keystone is available here; the
+/// Placement it points at is a recording stand-in too (only the token matters).
+///
+/// The first token expires within keystoneauth's 120 s margin, so the next request
+/// gets a new one; the second lasts an hour and is reused. The endpoint is the one
+/// entry of the catalog with the configured `service_type` and `service_name`, in
+/// `region_name`, with the first of `valid_interfaces` present (`admin` is not).
+#[tokio::test]
+async fn password_token_renewed_before_expiry_and_catalog_lookup() {
+    let placement = http_stub::start(Arc::new(|_r: &Recorded| {
+        Reply::json(
+            200,
+            json!({"allocation_requests": [], "provider_summaries": {}}),
+        )
+    }))
+    .await;
+    let issued = Arc::new(AtomicUsize::new(0));
+    let counter = issued.clone();
+    let good = placement.url.clone();
+    let keystone = http_stub::start(Arc::new(move |r: &Recorded| {
+        if (r.method.as_str(), r.path.as_str()) != ("POST", "/v3/auth/tokens") {
+            return Reply::json(404, json!({}));
+        }
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        let life = if n == 1 {
+            chrono::Duration::seconds(100)
+        } else {
+            chrono::Duration::hours(1)
+        };
+        let expires = (chrono::Utc::now() + life)
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let dead = "http://127.0.0.1:1";
+        let mut reply = Reply::json(201, json!({"token": {"expires_at": expires, "catalog": [
+            {"type": "compute", "name": "nova", "endpoints": [
+                {"interface": "internal", "region_id": "RegionTwo", "url": format!("{dead}/compute")}]},
+            {"type": "placement", "name": "placement-a", "endpoints": [
+                {"interface": "internal", "region_id": "RegionTwo", "url": format!("{dead}/other-name")}]},
+            {"type": "placement", "name": "placement-b", "endpoints": [
+                {"interface": "public", "region_id": "RegionTwo", "url": format!("{dead}/public")},
+                {"interface": "internal", "region_id": "RegionOne", "url": format!("{dead}/other-region")},
+                {"interface": "internal", "region_id": "RegionTwo", "url": good.clone()}]}]}}));
+        reply
+            .headers
+            .push(("X-Subject-Token".into(), format!("token-{n}")));
+        reply
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        auth: PlacementAuth::Password(PasswordAuth {
+            auth_url: keystone.url.clone(),
+            user_id: Some("nova-user-id".into()),
+            password: "pw".into(),
+            project_id: Some("service-project-id".into()),
+            ..PasswordAuth::default()
+        }),
+        service_type: "placement".into(),
+        service_name: Some("placement-b".into()),
+        region_name: Some("RegionTwo".into()),
+        valid_interfaces: vec!["admin".into(), "internal".into(), "public".into()],
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    for _ in 0..3 {
+        client
+            .get_allocation_candidates(&[], None)
+            .await
+            .expect("candidates");
+    }
+    assert_eq!(
+        issued.load(Ordering::SeqCst),
+        2,
+        "renewed once, then cached"
+    );
+    let tokens: Vec<Option<String>> = placement
+        .recorded()
+        .iter()
+        .map(|r| r.header("x-auth-token").map(str::to_string))
+        .collect();
+    let t = |s: &str| Some(s.to_string());
+    assert_eq!(tokens, vec![t("token-1"), t("token-2"), t("token-2")]);
+    let body: Value = serde_json::from_str(&keystone.recorded()[0].body).expect("json");
+    assert_eq!(
+        body,
+        json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+            "id": "nova-user-id", "password": "pw"}}},
+            "scope": {"project": {"id": "service-project-id"}}}})
+    );
+
+    // No entry for the service type: EndpointNotFound, nothing sent to Placement.
+    let other_type = PlacementClient::new(PlacementOptions {
+        auth: PlacementAuth::Password(PasswordAuth {
+            auth_url: keystone.url.clone(),
+            user_id: Some("nova-user-id".into()),
+            password: "pw".into(),
+            ..PasswordAuth::default()
+        }),
+        service_type: "placement-v2".into(),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    assert!(matches!(
+        other_type.get_allocation_candidates(&[], None).await,
+        Err(PlacementError::EndpointNotFound(_))
+    ));
+    assert_eq!(placement.recorded().len(), 3);
+}
+
+/// `[placement] timeout`: a Placement that accepts the request and never answers
+/// (a stand-in: the real one cannot be made to hang) fails the call as unreachable
+/// once the timeout passes, instead of holding the request forever.
+#[tokio::test]
+async fn timeout_bounds_a_placement_that_never_answers() {
+    let stub = http_stub::start_async(Arc::new(|_r: Recorded| {
+        Box::pin(std::future::pending::<Option<Reply>>())
+            as std::pin::Pin<Box<dyn std::future::Future<Output = Option<Reply>> + Send>>
+    }))
+    .await;
+    let client = PlacementClient::new(PlacementOptions {
+        endpoint: Some(stub.url.clone()),
+        timeout: Some(Duration::from_millis(500)),
+        ..PlacementOptions::default()
+    })
+    .expect("client");
+    let started = std::time::Instant::now();
+    match client
+        .get_allocation_candidates(&query("CUSTOM_X"), None)
+        .await
+    {
+        Err(PlacementError::Unreachable(_)) => {}
+        other => panic!("expected a timeout (Unreachable), got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        stub.recorded().len(),
+        1,
+        "the request arrived, no answer came"
+    );
+}
+
+/// TLS: the same real Placement served over HTTPS by gunicorn, with a server
+/// certificate signed by a CA made here with openssl. Trusted through `cafile`,
+/// refused without it, accepted with `insecure`.
+#[tokio::test]
+async fn tls_cafile_and_insecure_against_the_real_placement() {
+    let dir = std::env::temp_dir().join(format!("nsrs-t-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for script in [
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+         -subj /CN=nsrs-test-ca",
+        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        "printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' \
+         > ext.cnf && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+         -out server.pem -days 2 -extfile ext.cnf",
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&dir)
+            .output()
+            .expect("sh");
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let https = placement_server::start_tls(&dir.join("server.pem"), &dir.join("server.key"))
+        .await
+        .expect("Placement over HTTPS");
+    assert!(https.starts_with("https://"));
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_TLS";
+    let rp = uuid();
+    admin
+        .provider(&rp, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let client = |cafile: Option<std::path::PathBuf>, insecure: bool| {
+        PlacementClient::new(PlacementOptions {
+            endpoint: Some(https.clone()),
+            auth: PlacementAuth::AdminToken {
+                token: "admin".into(),
+            },
+            cafile,
+            insecure,
+            ..PlacementOptions::default()
+        })
+        .expect("client")
+    };
+    let trusted = client(Some(dir.join("ca.pem")), false)
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("trusted through cafile");
+    assert_eq!(
+        trusted.provider_summaries.keys().collect::<Vec<_>>(),
+        vec![&rp]
+    );
+    match client(None, false)
+        .get_allocation_candidates(&query(tag), None)
+        .await
+    {
+        Err(PlacementError::Unreachable(text)) => {
+            assert!(text.to_lowercase().contains("certificate"), "{text}")
+        }
+        other => panic!("an unknown CA must be refused, got {other:?}"),
+    }
+    let insecure = client(None, true)
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("insecure skips verification");
+    assert_eq!(
+        insecure.provider_summaries.keys().collect::<Vec<_>>(),
+        vec![&rp]
+    );
+}

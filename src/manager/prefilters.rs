@@ -30,7 +30,7 @@ use crate::placement::index::LiveIndex;
 use crate::placement::request_filters::{self, RequestFailure};
 use crate::placement::{
     destination_target, resources_from_request_spec, AllocationCandidates, PlacementClient,
-    QueryOptions, RequestError, ResourceRequest, TargetNode,
+    PlacementError, QueryOptions, RequestError, ResourceRequest, TargetNode,
 };
 use crate::state::HostStateStore;
 use sqlx::Row;
@@ -348,6 +348,11 @@ pub async fn allocation_candidates(
     let first = resources_from_request_spec(spec, query, true, nodes.as_deref())?;
     let mut found = match ask(placement, index, &first.query_params(), global_request_id).await {
         Ok(found) => found,
+        // The client logs an outage once when it starts, not per request.
+        Err(e @ PlacementError::Unreachable(_)) => {
+            debug!(error = %e, "Failed to retrieve allocation candidates from placement API");
+            AllocationCandidates::default()
+        }
         Err(e) => {
             warn!(error = %e, "Failed to retrieve allocation candidates from placement API");
             AllocationCandidates::default()
@@ -365,6 +370,9 @@ pub async fn allocation_candidates(
             }
             // nova: a connection failure skips the merge; an HTTP error makes its
             // merge fail with a TypeError. We keep the first answer either way.
+            Err(e @ PlacementError::Unreachable(_)) => {
+                debug!(error = %e, "Failed to retrieve fallback allocation candidates")
+            }
             Err(e) => warn!(error = %e, "Failed to retrieve fallback allocation candidates"),
         }
     }

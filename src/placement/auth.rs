@@ -8,9 +8,6 @@ use serde_json::{json, Map, Value};
 use std::fmt;
 use tokio::sync::Mutex;
 
-/// Service type looked up in the catalog.
-const SERVICE_TYPE: &str = "placement";
-
 /// A token is renewed when it has less than this left (keystoneauth uses 120 s).
 const MIN_TOKEN_LIFE_SECS: i64 = 120;
 
@@ -155,8 +152,7 @@ struct CachedToken {
 pub(super) struct Authenticator {
     auth: PlacementAuth,
     endpoint_override: Option<String>,
-    region_name: Option<String>,
-    valid_interfaces: Vec<String>,
+    catalog: CatalogFilter,
     cache: Mutex<Option<CachedToken>>,
 }
 
@@ -166,8 +162,7 @@ impl Authenticator {
     pub fn new(
         auth: PlacementAuth,
         endpoint_override: Option<String>,
-        region_name: Option<String>,
-        valid_interfaces: Vec<String>,
+        catalog: CatalogFilter,
     ) -> Result<Self, PlacementError> {
         if endpoint_override.is_none() && !matches!(auth, PlacementAuth::Password(_)) {
             return Err(PlacementError::Config(
@@ -178,8 +173,7 @@ impl Authenticator {
         Ok(Authenticator {
             auth,
             endpoint_override: endpoint_override.map(|e| e.trim_end_matches('/').to_string()),
-            region_name,
-            valid_interfaces,
+            catalog,
             cache: Mutex::new(None),
         })
     }
@@ -261,20 +255,21 @@ impl Authenticator {
             .map(|t| t.with_timezone(&Utc));
         let endpoint = match &self.endpoint_override {
             Some(e) => e.clone(),
-            None => select_endpoint(
-                parsed["token"]["catalog"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]),
-                &self.valid_interfaces,
-                self.region_name.as_deref(),
-            )
-            .ok_or_else(|| {
-                PlacementError::EndpointNotFound(format!(
-                    "no '{SERVICE_TYPE}' endpoint with interface {:?} (region {:?}) in the catalog",
-                    self.valid_interfaces, self.region_name
-                ))
-            })?,
+            None => self
+                .catalog
+                .select(
+                    parsed["token"]["catalog"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[]),
+                )
+                .ok_or_else(|| {
+                    let c = &self.catalog;
+                    PlacementError::EndpointNotFound(format!(
+                        "no '{}' endpoint (name {:?}) with interface {:?} (region {:?}) in the catalog",
+                        c.service_type, c.service_name, c.valid_interfaces, c.region_name
+                    ))
+                })?,
         };
         tracing::debug!(%endpoint, ?expires_at, "authenticated to keystone for Placement");
         Ok(CachedToken {
@@ -285,32 +280,45 @@ impl Authenticator {
     }
 }
 
-/// The first catalog endpoint of the placement service whose interface comes first
-/// in `interfaces` (`internalURL` style names accepted) and whose region matches.
-pub(super) fn select_endpoint(
-    catalog: &[Value],
-    interfaces: &[String],
-    region: Option<&str>,
-) -> Option<String> {
-    let endpoints: Vec<&Value> = catalog
-        .iter()
-        .filter(|s| s["type"].as_str() == Some(SERVICE_TYPE))
-        .filter_map(|s| s["endpoints"].as_array())
-        .flatten()
-        .filter(|e| {
-            region.is_none_or(|r| {
-                e["region_id"].as_str() == Some(r) || e["region"].as_str() == Some(r)
-            })
-        })
-        .collect();
-    interfaces.iter().find_map(|wanted| {
-        let wanted = wanted.trim_end_matches("URL");
-        endpoints
+/// How keystoneauth picks the Placement endpoint from a token's catalog:
+/// `service_type` (and `service_name` when set), `region_name`, `valid_interfaces`.
+#[derive(Debug, Clone)]
+pub(super) struct CatalogFilter {
+    pub service_type: String,
+    pub service_name: Option<String>,
+    pub region_name: Option<String>,
+    pub valid_interfaces: Vec<String>,
+}
+
+impl CatalogFilter {
+    /// The first endpoint of the service whose interface comes first in
+    /// `valid_interfaces` (`internalURL` style names accepted) and whose region matches.
+    pub fn select(&self, catalog: &[Value]) -> Option<String> {
+        let endpoints: Vec<&Value> = catalog
             .iter()
-            .find(|e| e["interface"].as_str() == Some(wanted))
-            .and_then(|e| e["url"].as_str())
-            .map(|u| u.trim_end_matches('/').to_string())
-    })
+            .filter(|s| s["type"].as_str() == Some(self.service_type.as_str()))
+            .filter(|s| {
+                self.service_name
+                    .as_deref()
+                    .is_none_or(|n| s["name"].as_str() == Some(n))
+            })
+            .filter_map(|s| s["endpoints"].as_array())
+            .flatten()
+            .filter(|e| {
+                self.region_name.as_deref().is_none_or(|r| {
+                    e["region_id"].as_str() == Some(r) || e["region"].as_str() == Some(r)
+                })
+            })
+            .collect();
+        self.valid_interfaces.iter().find_map(|wanted| {
+            let wanted = wanted.trim_end_matches("URL");
+            endpoints
+                .iter()
+                .find(|e| e["interface"].as_str() == Some(wanted))
+                .and_then(|e| e["url"].as_str())
+                .map(|u| u.trim_end_matches('/').to_string())
+        })
+    }
 }
 
 /// A transport error with its causes (`error sending request: client error
@@ -355,6 +363,16 @@ mod tests {
             ]}
         ]))
         .unwrap_or_default()
+    }
+
+    fn select_endpoint(c: &[Value], interfaces: &[String], region: Option<&str>) -> Option<String> {
+        CatalogFilter {
+            service_type: "placement".into(),
+            service_name: None,
+            region_name: region.map(str::to_string),
+            valid_interfaces: interfaces.to_vec(),
+        }
+        .select(c)
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! `SchedulerReportClient`'s scheduler-side calls: allocation candidates, claims
 //! and their cleanup.
 
-use super::auth::{transport_text, truncate, Authenticator, Credentials};
+use super::auth::{transport_text, truncate, Authenticator, CatalogFilter, Credentials};
 use super::query::encode_query;
 use super::{PlacementError, PlacementOptions, CANDIDATES_VERSION, CONSUMER_GENERATION_VERSION};
 use reqwest::Method;
 use serde_json::{Map, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// nova's `@retries`: at most this many claim attempts.
@@ -26,6 +27,9 @@ pub struct PlacementClient {
     http: reqwest::Client,
     auth: Authenticator,
     retry_unit: Duration,
+    /// True from the first request that could not reach Placement (or keystone)
+    /// until one gets an answer again: the outage is logged once, not per request.
+    outage: AtomicBool,
 }
 
 /// One answer: status and body text.
@@ -66,13 +70,18 @@ impl PlacementClient {
         let auth = Authenticator::new(
             opts.auth,
             opts.endpoint,
-            opts.region_name,
-            opts.valid_interfaces,
+            CatalogFilter {
+                service_type: opts.service_type,
+                service_name: opts.service_name,
+                region_name: opts.region_name,
+                valid_interfaces: opts.valid_interfaces,
+            },
         )?;
         Ok(PlacementClient {
             http,
             auth,
             retry_unit: opts.claim_retry_unit,
+            outage: AtomicBool::new(false),
         })
     }
 
@@ -161,6 +170,11 @@ impl PlacementClient {
                     tracing::debug!(consumer_uuid, %reason, "Unable to claim_resources; retrying...");
                 }
                 Err(e @ PlacementError::AllocationUpdateFailed { .. }) => return Err(e),
+                // Already logged once for the whole outage by `request`.
+                Err(e @ PlacementError::Unreachable(_)) => {
+                    tracing::debug!(consumer_uuid, error = %e, "claiming resources in Placement failed");
+                    return Ok(false);
+                }
                 Err(e) => {
                     tracing::warn!(consumer_uuid, error = %e, "claiming resources in Placement failed");
                     return Ok(false);
@@ -260,9 +274,47 @@ impl PlacementClient {
         }
     }
 
+    /// True while Placement (or keystone) cannot be reached: from the first
+    /// transport failure until a request gets an answer again.
+    pub fn in_outage(&self) -> bool {
+        self.outage.load(Ordering::Relaxed)
+    }
+
+    /// [`Self::attempt`], logging a start of outage once (a warning) and its end
+    /// once (info); failures in between are debug lines.
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        microversion: Option<&str>,
+        body: Option<&Value>,
+        global_request_id: Option<&str>,
+    ) -> Result<Answer, PlacementError> {
+        let result = self
+            .attempt(method, path, microversion, body, global_request_id)
+            .await;
+        match &result {
+            Err(e @ PlacementError::Unreachable(_)) => {
+                if !self.outage.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "Placement API service is not responding; \
+                        requests get NoValidHost until it answers (logged once per outage)");
+                } else {
+                    tracing::debug!(error = %e, "Placement still not responding");
+                }
+            }
+            Ok(_) => {
+                if self.outage.swap(false, Ordering::Relaxed) {
+                    tracing::info!("Placement API service is answering again");
+                }
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
     /// Sends one request with nova's headers; on a 401 with password auth, gets a
     /// new token and sends it once more (keystoneauth's re-authentication).
-    async fn request(
+    async fn attempt(
         &self,
         method: Method,
         path: &str,

@@ -44,6 +44,14 @@ impl Reply {
 
 pub type Handler = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
 
+/// An answer computed asynchronously (a proxy, a gate); `None` closes the
+/// connection without answering (a peer that is down).
+pub type AsyncHandler = Arc<
+    dyn Fn(Recorded) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Reply>> + Send>>
+        + Send
+        + Sync,
+>;
+
 pub struct Stub {
     pub url: String,
     pub requests: Arc<Mutex<Vec<Recorded>>>,
@@ -57,6 +65,15 @@ impl Stub {
 
 /// Serves `handler` on 127.0.0.1:<free port> until the test's runtime ends.
 pub async fn start(handler: Handler) -> Stub {
+    start_async(Arc::new(move |r: Recorded| {
+        let reply = handler(&r);
+        Box::pin(async move { Some(reply) })
+    }))
+    .await
+}
+
+/// Like [`start`], with an asynchronous handler.
+pub async fn start_async(handler: AsyncHandler) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let requests = Arc::new(Mutex::new(Vec::new()));
@@ -74,7 +91,7 @@ pub async fn start(handler: Handler) -> Stub {
 
 async fn serve(
     mut stream: TcpStream,
-    handler: Handler,
+    handler: AsyncHandler,
     log: Arc<Mutex<Vec<Recorded>>>,
 ) -> std::io::Result<()> {
     loop {
@@ -84,7 +101,9 @@ async fn serve(
         if let Ok(mut l) = log.lock() {
             l.push(req.clone());
         }
-        let mut reply = handler(&req);
+        let Some(mut reply) = handler(req).await else {
+            return Ok(());
+        };
         if reply.status == 204 || reply.status == 304 {
             reply.body.clear();
         }

@@ -8,6 +8,7 @@
 
 use crate::nova_schema;
 use crate::venv;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -37,10 +38,15 @@ pub async fn url() -> &'static str {
     }
 }
 
+/// The directory holding `placement.conf` (and the logs) of this test process.
+fn conf_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("nsrs-t-placement-{}", std::process::id()))
+}
+
 async fn start() -> Result<String, String> {
     let venv = venv::find();
     nova_schema::recreate_databases(&[db()]).await?;
-    let dir = std::env::temp_dir().join(format!("nsrs-t-placement-{}", std::process::id()));
+    let dir = conf_dir();
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let conf = dir.join("placement.conf");
     std::fs::write(
@@ -60,14 +66,44 @@ async fn start() -> Result<String, String> {
     )
     .await?;
 
+    serve(&venv, &dir, "gunicorn.log", "", "http").await
+}
+
+/// The same Placement (same database and placement.conf) served over HTTPS with
+/// `cert`/`key` (PEM files): a second gunicorn, for the TLS options of the client.
+pub async fn start_tls(cert: &Path, key: &Path) -> Result<String, String> {
+    url().await;
+    let tls = format!(
+        "--certfile \"{}\" --keyfile \"{}\"",
+        cert.display(),
+        key.display()
+    );
+    serve(
+        &venv::find(),
+        &conf_dir(),
+        "gunicorn-tls.log",
+        &tls,
+        "https",
+    )
+    .await
+}
+
+/// gunicorn in the background on a free port; the shell waits while this test
+/// process lives. Returns the base URL once Placement answers on it.
+async fn serve(
+    venv: &Path,
+    dir: &Path,
+    log_name: &str,
+    extra: &str,
+    scheme: &str,
+) -> Result<String, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
         .port();
-    let log = dir.join("gunicorn.log");
-    // gunicorn in the background; the shell waits while this test process lives.
+    let log = dir.join(log_name);
     let script = format!(
-        "\"{gunicorn}\" --workers {workers} --bind 127.0.0.1:{port} --timeout 120 \
+        "\"{gunicorn}\" --workers {workers} --bind 127.0.0.1:{port} --timeout 120 {extra} \
          --error-logfile \"{log}\" placement.wsgi.api:application >/dev/null 2>&1 & g=$!; \
          while kill -0 {parent} 2>/dev/null && kill -0 $g 2>/dev/null; do sleep 1; done; \
          kill $g 2>/dev/null; wait $g",
@@ -79,15 +115,19 @@ async fn start() -> Result<String, String> {
     std::process::Command::new("sh")
         .arg("-c")
         .arg(script)
-        .env("OS_PLACEMENT_CONFIG_DIR", &dir)
-        .current_dir(&dir)
+        .env("OS_PLACEMENT_CONFIG_DIR", dir)
+        .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("sh: {e}"))?;
-    let url = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let url = format!("{scheme}://127.0.0.1:{port}");
+    // Only to see it is up; the client under test checks certificates itself.
+    let http = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .map_err(|e| e.to_string())?;
     for _ in 0..120 {
         if let Ok(resp) = http.get(format!("{url}/")).send().await {
             if resp.status().is_success() {

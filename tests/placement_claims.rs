@@ -1,0 +1,1394 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Claims, their release and alternates, through `SchedulerManager::select_destinations`
+//! against the real Placement (openstack-placement 16 under gunicorn,
+//! tests/common/placement_server.rs) and cell databases built by nova-manage.
+//!
+//! Each test has its own cell databases (compute services and nodes written as
+//! nova-compute's resource tracker leaves them) and its own providers in Placement,
+//! seeded through Placement's REST API and tagged with the test's CUSTOM_ trait
+//! (the flavor requires it), so tests never see each other's hosts.
+//!
+//! Between the manager and Placement sits a forwarding proxy (`Gate`) in this
+//! process: it passes every request to the real Placement and records what
+//! Placement answered; for the race it also holds claims until both schedulers
+//! have asked for candidates, so the race is forced rather than hoped for. It never
+//! answers by itself, except when a test turns it "down" to play an outage (then it
+//! closes connections without answering).
+//!
+//! The race runs two complete scheduler instances (each its own `SchedulerManager`,
+//! host state store, Placement client and connection pools) in this one test
+//! process, against the same Placement and cell database: the RPC layer, the only
+//! part two daemon processes would add, plays no part in claiming.
+
+#[path = "common/http_stub.rs"]
+mod http_stub;
+#[path = "common/nova_schema.rs"]
+mod nova_schema;
+#[path = "common/placement_admin.rs"]
+mod placement_admin;
+#[path = "common/placement_server.rs"]
+mod placement_server;
+#[path = "common/venv.rs"]
+mod venv;
+
+use http_stub::{Recorded, Reply};
+use nova_scheduler::manager::{ManagerOptions, PrefilterOptions, SchedulerManager};
+use nova_scheduler::placement::{PlacementAuth, PlacementClient, PlacementOptions};
+use nova_scheduler::rpc::{RemoteError, RequestContext};
+use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
+use placement_admin::Admin;
+use serde_json::{json, Map, Value};
+use sqlx::mysql::MySqlPool;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+const PROJECT: &str = "6c1b7e0f3a2d4e5f8a9b0c1d2e3f4a5b";
+const USER: &str = "0f3a2d4e5f8a9b0c1d2e3f4a5b6c1b7e";
+/// nova 34's compute service version (`OWNER_NOVA` is required from 73 on).
+const COMPUTE_SERVICE_VERSION: i64 = 74;
+
+fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn envelope(name: &str, version: &str, data: Value) -> Value {
+    json!({
+        "nova_object.name": name,
+        "nova_object.namespace": "nova",
+        "nova_object.version": version,
+        "nova_object.data": data,
+    })
+}
+
+/// `cell_mappings` hold SQLAlchemy URLs; sqlx wants `mysql://` without options.
+fn resolver() -> CellUrlResolver {
+    Arc::new(|url: &str| {
+        Ok(url
+            .replace("mysql+pymysql://", "mysql://")
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_string())
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// One test's cloud: cell databases + its providers in the shared Placement.
+
+struct Cloud {
+    /// The test's CUSTOM_ trait: on each of its providers, required by its flavors.
+    tag: String,
+    api_db: String,
+    cell0_db: String,
+    cell: MySqlPool,
+    admin: Admin,
+}
+
+impl Cloud {
+    async fn new(name: &str) -> Cloud {
+        let venv = venv::find();
+        let prefix = nova_schema::tagged(&format!("nsrs_claims_{name}"));
+        nova_schema::create_from_template(&venv, &prefix, &["cell1"])
+            .await
+            .unwrap_or_else(|e| panic!("nova schema: {e}"));
+        let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
+            .await
+            .expect("cell database");
+        Cloud {
+            tag: format!("CUSTOM_NSRS_CLAIMS_{}", name.to_ascii_uppercase()),
+            api_db: format!("{prefix}_api"),
+            cell0_db: format!("{prefix}_cell0"),
+            cell,
+            admin: Admin::new().await,
+        }
+    }
+
+    /// A nova-compute service and its compute node in the cell database, as the
+    /// resource tracker reports an empty host (the node uuid is its provider's).
+    async fn compute_node(&self, host: &str, node_uuid: &str, (vcpus, mem, disk): (i64, i64, i64)) {
+        let service_id = sqlx::query(
+            "INSERT INTO services (created_at, updated_at, host, `binary`, topic, report_count, \
+             disabled, last_seen_up, forced_down, version, uuid, deleted) \
+             VALUES (UTC_TIMESTAMP(), UTC_TIMESTAMP(), ?, 'nova-compute', 'compute', 1, 0, \
+             UTC_TIMESTAMP(), 0, ?, ?, 0)",
+        )
+        .bind(host)
+        .bind(COMPUTE_SERVICE_VERSION)
+        .bind(uuid())
+        .execute(&self.cell)
+        .await
+        .expect("services row")
+        .last_insert_id();
+        sqlx::query(
+            "INSERT INTO compute_nodes (created_at, updated_at, service_id, host, hypervisor_hostname, \
+             uuid, vcpus, memory_mb, local_gb, vcpus_used, memory_mb_used, local_gb_used, \
+             hypervisor_type, hypervisor_version, cpu_info, free_ram_mb, free_disk_gb, \
+             disk_available_least, running_vms, current_workload, stats, cpu_allocation_ratio, \
+             ram_allocation_ratio, disk_allocation_ratio, mapped, deleted) \
+             VALUES (UTC_TIMESTAMP(), UTC_TIMESTAMP(), ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 'QEMU', 8002000, \
+             '{}', ?, ?, ?, 0, 0, '{}', 16.0, 1.5, 1.0, 1, 0)",
+        )
+        .bind(service_id)
+        .bind(host)
+        .bind(host)
+        .bind(node_uuid)
+        .bind(vcpus)
+        .bind(mem)
+        .bind(disk)
+        .bind(mem)
+        .bind(disk)
+        .bind(disk)
+        .execute(&self.cell)
+        .await
+        .expect("compute_nodes row");
+    }
+
+    /// A host in both places: compute node in the cell, root provider in Placement
+    /// (VCPU total/ratio, MEMORY_MB, DISK_GB), traits OWNER_NOVA, COMPUTE_NODE and the tag.
+    async fn host(&self, name: &str, vcpu: (i64, f64), mem: i64, disk: i64) -> String {
+        let rp = uuid();
+        self.compute_node(name, &rp, (64, 262144, 4000)).await;
+        let tag = self.tag.clone();
+        self.admin
+            .compute_provider(
+                &rp,
+                name,
+                vcpu,
+                mem,
+                disk,
+                &["OWNER_NOVA", "COMPUTE_NODE", &tag],
+            )
+            .await;
+        rp
+    }
+
+    /// A scheduler instance over this cloud, talking to Placement at `placement_url`.
+    async fn scheduler(&self, placement_url: &str, seed: u64) -> SchedulerManager {
+        let store = HostStateStore::connect(StateOptions::new(
+            nova_schema::sqlx_url(&self.api_db),
+            nova_schema::sqlx_url(&self.cell0_db),
+            resolver(),
+        ))
+        .await
+        .expect("host state store");
+        let config = nova_scheduler::config::from_ini_str("").expect("default nova.conf");
+        let scheduler = nova_scheduler::app::build_scheduler(&config).expect("scheduler");
+        let placement = PlacementClient::new(PlacementOptions {
+            endpoint: Some(placement_url.to_string()),
+            auth: PlacementAuth::AdminToken {
+                token: "admin".into(),
+            },
+            claim_retry_unit: Duration::from_millis(5),
+            ..PlacementOptions::default()
+        })
+        .expect("placement client");
+        SchedulerManager::new(
+            scheduler,
+            Arc::new(store),
+            Arc::new(placement),
+            ManagerOptions {
+                max_placement_results: 1000,
+                default_availability_zone: "nova".into(),
+                rng_seed: Some(seed),
+                prefilters: PrefilterOptions::default(),
+                load_instance_system_metadata: false,
+            },
+        )
+    }
+
+    /// A boot request for `uuids` of a flavor that needs this cloud's tag.
+    fn spec(&self, (vcpus, mem, disk): (i64, i64, i64), extra: Value, uuids: &[String]) -> Value {
+        let mut extra_specs = json!({ format!("trait:{}", self.tag): "required" });
+        if let Value::Object(more) = extra {
+            for (k, v) in more {
+                extra_specs[k] = v;
+            }
+        }
+        envelope(
+            "RequestSpec",
+            "1.14",
+            json!({
+                "instance_uuid": uuids.first(),
+                "num_instances": uuids.len(),
+                "project_id": PROJECT,
+                "user_id": USER,
+                "availability_zone": null,
+                "is_bfv": false,
+                "flavor": envelope("Flavor", "1.2", json!({
+                    "id": 7, "flavorid": "f7", "name": "m1.test", "vcpus": vcpus,
+                    "memory_mb": mem, "root_gb": disk, "ephemeral_gb": 0, "swap": 0,
+                    "extra_specs": extra_specs,
+                })),
+                "image": envelope("ImageMeta", "1.8", json!({
+                    "name": "cirros", "properties": envelope("ImageMetaProps", "1.44", json!({})),
+                })),
+            }),
+        )
+    }
+}
+
+/// `select_destinations` as nova-conductor calls it (RPC 4.5, objects and alternates).
+async fn select(
+    manager: &SchedulerManager,
+    spec: Value,
+    uuids: &[String],
+) -> Result<Vec<Vec<Selection>>, RemoteError> {
+    select_with(manager, spec, Some(uuids), true).await
+}
+
+/// `select_destinations` with or without `instance_uuids` (RPC 4.3 sends none).
+async fn select_with(
+    manager: &SchedulerManager,
+    spec: Value,
+    uuids: Option<&[String]>,
+    return_alternates: bool,
+) -> Result<Vec<Vec<Selection>>, RemoteError> {
+    let ctx = RequestContext::from_map(
+        json!({"user_id": USER, "project_id": PROJECT, "request_id": format!("req-{}", uuid())})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let mut args: Map<String, Value> = json!({
+        "spec_obj": spec, "return_objects": true, "return_alternates": return_alternates,
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    if let Some(uuids) = uuids {
+        args.insert("instance_uuids".into(), json!(uuids));
+    }
+    let answer = manager.select_destinations(&ctx, &args).await?;
+    Ok(answer
+        .as_array()
+        .expect("a list per instance")
+        .iter()
+        .map(|list| {
+            list.as_array()
+                .expect("a list of Selections")
+                .iter()
+                .map(Selection::decode)
+                .collect()
+        })
+        .collect())
+}
+
+/// The fields of a `Selection` primitive the tests look at.
+#[derive(Debug, Clone)]
+struct Selection {
+    compute_node_uuid: String,
+    service_host: String,
+    allocation_request: Value,
+    allocation_request_version: String,
+}
+
+impl Selection {
+    fn decode(primitive: &Value) -> Selection {
+        assert_eq!(primitive["nova_object.name"], "Selection");
+        let d = &primitive["nova_object.data"];
+        let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+        Selection {
+            compute_node_uuid: text("compute_node_uuid"),
+            service_host: text("service_host"),
+            // JSON text, or null when nothing was claimed.
+            allocation_request: d["allocation_request"]
+                .as_str()
+                .map(|t| serde_json::from_str(t).expect("allocation_request is JSON"))
+                .unwrap_or(Value::Null),
+            allocation_request_version: text("allocation_request_version"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The proxy in front of Placement.
+
+#[derive(Debug, Clone, PartialEq)]
+struct Exchange {
+    method: String,
+    /// Without the query string.
+    path: String,
+    /// With it.
+    full_path: String,
+    status: u16,
+}
+
+/// Claims (`PUT /allocations`) wait until this many schedulers asked for candidates.
+struct Barrier {
+    asked: watch::Sender<BTreeSet<String>>,
+    needed: usize,
+    timed_out: AtomicBool,
+}
+
+struct Gate {
+    url: String,
+    log: Arc<Mutex<Vec<Exchange>>>,
+    down: Arc<AtomicBool>,
+}
+
+impl Gate {
+    /// A proxy to the real Placement named `name`; claims wait on `barrier` if given.
+    async fn start(name: &str, barrier: Option<Arc<Barrier>>) -> Gate {
+        let target = placement_server::url().await.to_string();
+        let log: Arc<Mutex<Vec<Exchange>>> = Arc::default();
+        let down = Arc::new(AtomicBool::new(false));
+        let http = reqwest::Client::new();
+        let (log2, down2, name) = (log.clone(), down.clone(), name.to_string());
+        let stub = http_stub::start_async(Arc::new(move |r: Recorded| {
+            let (http, target, log, down, barrier, name) = (
+                http.clone(),
+                target.clone(),
+                log2.clone(),
+                down2.clone(),
+                barrier.clone(),
+                name.clone(),
+            );
+            Box::pin(async move {
+                if down.load(Ordering::SeqCst) {
+                    return None;
+                }
+                if let (Some(b), true) = (&barrier, r.method == "PUT") {
+                    let mut rx = b.asked.subscribe();
+                    let wait = rx.wait_for(|asked| asked.len() >= b.needed);
+                    if tokio::time::timeout(Duration::from_secs(30), wait)
+                        .await
+                        .is_err()
+                    {
+                        b.timed_out.store(true, Ordering::SeqCst);
+                    }
+                }
+                let reply = forward(&http, &target, &r).await;
+                log.lock().expect("log").push(Exchange {
+                    method: r.method.clone(),
+                    path: r.path.split('?').next().unwrap_or_default().to_string(),
+                    full_path: r.path.clone(),
+                    status: reply.status,
+                });
+                if let (Some(b), true) = (&barrier, r.path.starts_with("/allocation_candidates")) {
+                    b.asked.send_modify(|asked| {
+                        asked.insert(name);
+                    });
+                }
+                Some(reply)
+            })
+        }))
+        .await;
+        Gate {
+            url: stub.url,
+            log,
+            down,
+        }
+    }
+
+    fn exchanges(&self) -> Vec<Exchange> {
+        self.log.lock().expect("log").clone()
+    }
+
+    fn full_paths(&self) -> Vec<String> {
+        self.exchanges().into_iter().map(|e| e.full_path).collect()
+    }
+
+    /// `(consumer, status)` of every claim attempt, in order.
+    fn puts(&self) -> Vec<(String, u16)> {
+        self.exchanges()
+            .into_iter()
+            .filter(|e| e.method == "PUT")
+            .map(|e| {
+                (
+                    e.path.trim_start_matches("/allocations/").to_string(),
+                    e.status,
+                )
+            })
+            .collect()
+    }
+
+    fn deletes(&self) -> Vec<(String, u16)> {
+        self.exchanges()
+            .into_iter()
+            .filter(|e| e.method == "DELETE")
+            .map(|e| {
+                (
+                    e.path.trim_start_matches("/allocations/").to_string(),
+                    e.status,
+                )
+            })
+            .collect()
+    }
+}
+
+async fn forward(http: &reqwest::Client, target: &str, r: &Recorded) -> Reply {
+    let method = reqwest::Method::from_bytes(r.method.as_bytes()).expect("method");
+    let mut req = http.request(method, format!("{target}{}", r.path));
+    for (k, v) in &r.headers {
+        if matches!(
+            k.as_str(),
+            "x-auth-token"
+                | "openstack-api-version"
+                | "accept"
+                | "content-type"
+                | "x-openstack-request-id"
+        ) {
+            req = req.header(k, v);
+        }
+    }
+    if !r.body.is_empty() {
+        req = req.body(r.body.clone());
+    }
+    let resp = req.send().await.expect("the real Placement answers");
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap_or_default();
+    Reply {
+        status,
+        headers: Vec::new(),
+        body,
+    }
+}
+
+fn assert_no_valid_host(result: &Result<Vec<Vec<Selection>>, RemoteError>, reason: &str) {
+    match result {
+        Err(e) => {
+            assert_eq!(e.class, "NoValidHost", "{e:?}");
+            assert_eq!(e.message, format!("No valid host was found. {reason}"));
+        }
+        Ok(s) => panic!("expected NoValidHost, got {s:?}"),
+    }
+}
+
+/// A provider's usage of `class` is within `(total - reserved) * allocation_ratio`.
+async fn assert_within_capacity(admin: &Admin, rp: &str) {
+    let usages = admin.usages(rp).await;
+    let inventory = admin.inventory(rp).await;
+    for (class, inv) in inventory.as_object().expect("inventories") {
+        let capacity = (inv["total"].as_f64().unwrap_or(0.0)
+            - inv["reserved"].as_f64().unwrap_or(0.0))
+            * inv["allocation_ratio"].as_f64().unwrap_or(1.0);
+        let used = usages[class].as_f64().unwrap_or(0.0);
+        assert!(
+            used <= capacity,
+            "{rp} {class}: usage {used} exceeds capacity {capacity}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) Multi-instance: a failed claim releases every claim of the request.
+
+/// Four instances; Placement holds one per host on two hosts (the cell databases
+/// show plenty of room, so every host passes the filters and the claims decide).
+/// Instances 1 and 2 are claimed, instance 3 is refused by Placement on both hosts:
+/// the request ends in NoValidHost and Placement holds nothing for any of the four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn third_of_four_unclaimable_releases_the_first_two() {
+    let cloud = Cloud::new("multi").await;
+    let a = cloud.host("multi-a", (2, 1.0), 4096, 40).await;
+    let b = cloud.host("multi-b", (2, 1.0), 4096, 40).await;
+    let gate = Gate::start("multi", None).await;
+    let manager = cloud.scheduler(&gate.url, 1).await;
+    let uuids: Vec<String> = (0..4).map(|_| uuid()).collect();
+
+    let result = select(
+        &manager,
+        cloud.spec((2, 2048, 20), json!({}), &uuids),
+        &uuids,
+    )
+    .await;
+
+    assert_no_valid_host(&result, "There are not enough hosts available.");
+    // What Placement answered: instance 1 and 2 claimed (possibly after a refusal on
+    // the host the other took), instance 3 refused on both hosts, 4 never tried.
+    let puts = gate.puts();
+    let claimed: Vec<&String> = puts
+        .iter()
+        .filter(|(_, s)| *s == 204)
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(claimed, vec![&uuids[0], &uuids[1]], "{puts:?}");
+    let third: Vec<u16> = puts
+        .iter()
+        .filter(|(c, _)| c == &uuids[2])
+        .map(|(_, s)| *s)
+        .collect();
+    assert_eq!(
+        third,
+        vec![409, 409],
+        "instance 3 tried on both hosts: {puts:?}"
+    );
+    assert!(!puts.iter().any(|(c, _)| c == &uuids[3]), "{puts:?}");
+    let mut deleted = gate.deletes();
+    deleted.sort();
+    let mut want = vec![(uuids[0].clone(), 204), (uuids[1].clone(), 204)];
+    want.sort();
+    assert_eq!(deleted, want);
+    // And Placement itself: nothing held, for any instance, on any host.
+    for u in &uuids {
+        assert_eq!(
+            cloud.admin.allocations(u).await["allocations"],
+            json!({}),
+            "{u}"
+        );
+    }
+    for rp in [&a, &b] {
+        assert_eq!(
+            cloud.admin.usages(rp).await,
+            json!({"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0})
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) Alternates carry allocation requests Placement accepts.
+
+/// Two instances on four hosts: each gets its host plus max_attempts - 1 = 2
+/// alternates (the hosts not chosen). Each alternate's allocation request is the
+/// one Placement returned for that host, and claiming it as nova-conductor does on
+/// a reschedule succeeds in Placement: for the instance itself once its first claim
+/// is gone, and for new consumers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alternates_allocation_requests_are_claimable() {
+    let cloud = Cloud::new("alts").await;
+    let mut rps = Vec::new();
+    for i in 0..4 {
+        rps.push(cloud.host(&format!("alts-{i}"), (8, 1.0), 16384, 200).await);
+    }
+    let manager = cloud.scheduler(&cloud.admin.url, 2).await;
+    let uuids: Vec<String> = (0..2).map(|_| uuid()).collect();
+    let flavor = (2, 2048, 20);
+    // What Placement offers for this flavor, by provider.
+    let (s, candidates) = cloud
+        .admin
+        .call(
+            reqwest::Method::GET,
+            &format!(
+                "/allocation_candidates?resources=DISK_GB:20,MEMORY_MB:2048,VCPU:2&required={}",
+                cloud.tag
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    let offered: Vec<Value> = candidates["allocation_requests"]
+        .as_array()
+        .expect("allocation requests")
+        .clone();
+    assert_eq!(offered.len(), 4);
+
+    let result = select(&manager, cloud.spec(flavor, json!({}), &uuids), &uuids)
+        .await
+        .expect("two instances placed");
+
+    assert_eq!(result.len(), 2);
+    let chosen: BTreeSet<&str> = result
+        .iter()
+        .map(|l| l[0].compute_node_uuid.as_str())
+        .collect();
+    assert_eq!(chosen.len(), 2, "two different hosts");
+    let resources = json!({"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 2});
+    for (uuid, list) in uuids.iter().zip(&result) {
+        assert_eq!(
+            list.len(),
+            3,
+            "the host and max_attempts - 1 = 2 alternates"
+        );
+        for s in list {
+            assert_eq!(s.allocation_request_version, "1.36");
+            let rp = s.compute_node_uuid.as_str();
+            assert!(rps.iter().any(|r| r == rp));
+            assert_eq!(
+                s.allocation_request["allocations"],
+                json!({ rp: {"resources": resources} })
+            );
+            // Exactly an allocation request Placement returned for this host
+            // (Placement at 1.36 adds `mappings`).
+            let mut plain = s.allocation_request.clone();
+            plain.as_object_mut().expect("dict").remove("mappings");
+            assert!(
+                offered
+                    .iter()
+                    .any(|o| o["allocations"] == plain["allocations"]),
+                "{plain} not among {offered:?}"
+            );
+        }
+        let alternates: BTreeSet<&str> = list[1..]
+            .iter()
+            .map(|s| s.compute_node_uuid.as_str())
+            .collect();
+        assert_eq!(alternates.len(), 2);
+        assert!(
+            alternates.is_disjoint(&chosen),
+            "an alternate is a chosen host"
+        );
+        // The claim the scheduler made is the allocation request of the Selection.
+        let held = cloud.admin.allocations(uuid).await;
+        assert_eq!(
+            held["allocations"][&list[0].compute_node_uuid]["resources"],
+            resources
+        );
+        assert_eq!(held["allocations"].as_object().map(Map::len), Some(1));
+    }
+    // A reschedule of instance 1: the compute host drops its allocation, the
+    // conductor claims the first alternate's allocation request for the instance.
+    let first = &result[0];
+    cloud.admin.delete_allocations(&uuids[0]).await;
+    let (s, body) = cloud
+        .admin
+        .claim(
+            &first[1].allocation_request_version,
+            &uuids[0],
+            &first[1].allocation_request,
+            PROJECT,
+            USER,
+        )
+        .await;
+    assert_eq!(s, 204, "alternate claim refused: {body}");
+    assert_eq!(
+        cloud.admin.allocations(&uuids[0]).await["allocations"][&first[1].compute_node_uuid]
+            ["resources"],
+        resources
+    );
+    // Every other alternate's allocation request is claimable too.
+    let mut extra = Vec::new();
+    for s in result.iter().flat_map(|l| &l[1..]).skip(1) {
+        let consumer = uuid();
+        let (status, body) = cloud
+            .admin
+            .claim(
+                &s.allocation_request_version,
+                &consumer,
+                &s.allocation_request,
+                PROJECT,
+                USER,
+            )
+            .await;
+        assert_eq!(
+            status, 204,
+            "alternate on {} refused: {body}",
+            s.service_host
+        );
+        extra.push(consumer);
+    }
+    for rp in &rps {
+        assert_within_capacity(&cloud.admin, rp).await;
+    }
+    for c in uuids.iter().chain(&extra) {
+        cloud.admin.delete_allocations(c).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// (c) Two schedulers racing for the last slot of a host.
+
+/// The cloud of a race: `last` (VCPU 2 × ratio 2.0 = 4, of which an existing
+/// instance holds 2: one slot of the flavor left) and, optionally, `other`. Both
+/// schedulers see `last` as the best host (the cell database shows it emptiest).
+struct RaceCloud {
+    cloud: Cloud,
+    last: String,
+    existing: String,
+    other: Option<String>,
+}
+
+const RACE_FLAVOR: (i64, i64, i64) = (2, 2048, 20);
+
+async fn race_cloud(name: &str, with_other_host: bool) -> RaceCloud {
+    let cloud = Cloud::new(name).await;
+    let tag = cloud.tag.clone();
+    let traits = ["OWNER_NOVA", "COMPUTE_NODE", tag.as_str()];
+    let last = uuid();
+    cloud
+        .compute_node(&format!("{name}-last"), &last, (64, 262144, 4000))
+        .await;
+    cloud
+        .admin
+        .compute_provider(
+            &last,
+            &format!("{name}-last"),
+            (2, 2.0),
+            65536,
+            1000,
+            &traits,
+        )
+        .await;
+    let existing = uuid();
+    let (s, body) = cloud
+        .admin
+        .claim(
+            "1.36",
+            &existing,
+            &json!({"allocations": {last.as_str(): {"resources": {"VCPU": 2}}}}),
+            PROJECT,
+            USER,
+        )
+        .await;
+    assert_eq!(s, 204, "existing instance: {body}");
+    let other = if with_other_host {
+        let rp = uuid();
+        // Less free RAM in the cell database: weighed after `last` by both.
+        cloud
+            .compute_node(&format!("{name}-other"), &rp, (64, 8192, 4000))
+            .await;
+        cloud
+            .admin
+            .compute_provider(
+                &rp,
+                &format!("{name}-other"),
+                (8, 1.0),
+                65536,
+                1000,
+                &traits,
+            )
+            .await;
+        Some(rp)
+    } else {
+        None
+    };
+    RaceCloud {
+        cloud,
+        last,
+        existing,
+        other,
+    }
+}
+
+fn race_barrier() -> Arc<Barrier> {
+    Arc::new(Barrier {
+        asked: watch::channel(BTreeSet::new()).0,
+        needed: 2,
+        timed_out: AtomicBool::new(false),
+    })
+}
+
+/// What one racer got: the chosen compute node, or the failure's class and message.
+type RaceOutcome = Result<String, (String, String)>;
+
+fn outcome(r: &Result<Vec<Vec<Selection>>, RemoteError>) -> RaceOutcome {
+    match r {
+        Ok(s) => Ok(s[0][0].compute_node_uuid.clone()),
+        Err(e) => Err((e.class.clone(), e.message.clone())),
+    }
+}
+
+/// Exactly one racer holds `last`; the other moved to `other` (or got NoValidHost
+/// when there is none) after Placement refused it; usage within capacity.
+async fn check_race(
+    race: &RaceCloud,
+    barrier: &Barrier,
+    gates: [&Gate; 2],
+    racers: [(&str, RaceOutcome); 2],
+) {
+    let admin = &race.cloud.admin;
+    assert!(
+        !barrier.timed_out.load(Ordering::SeqCst),
+        "both schedulers asked for candidates before any claim"
+    );
+    let winners: Vec<&(&str, RaceOutcome)> = racers
+        .iter()
+        .filter(|(_, o)| o.as_ref().is_ok_and(|n| *n == race.last))
+        .collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one wins the last slot: {racers:?}"
+    );
+    let (loser, loser_outcome) = racers
+        .iter()
+        .find(|(_, o)| !o.as_ref().is_ok_and(|n| *n == race.last))
+        .expect("a loser");
+    // Both claimed `last` first; Placement refused the loser there.
+    let puts: Vec<(String, u16)> = gates.iter().flat_map(|g| g.puts()).collect();
+    for (u, _) in &racers {
+        assert!(
+            puts.iter().any(|(c, _)| c == u),
+            "no claim for {u}: {puts:?}"
+        );
+    }
+    assert!(
+        puts.iter().any(|(c, s)| c == loser && *s == 409),
+        "Placement refused the loser: {puts:?}"
+    );
+    match &race.other {
+        Some(other) => {
+            assert_eq!(loser_outcome, &Ok(other.clone()), "the loser moves on");
+            let held = admin.allocations(loser).await;
+            assert_eq!(
+                held["allocations"]
+                    .as_object()
+                    .map(|a| a.keys().cloned().collect::<Vec<_>>()),
+                Some(vec![other.clone()])
+            );
+        }
+        None => {
+            assert_eq!(
+                loser_outcome,
+                &Err((
+                    "NoValidHost".to_string(),
+                    "No valid host was found. There are not enough hosts available.".to_string()
+                ))
+            );
+            assert_eq!(admin.allocations(loser).await["allocations"], json!({}));
+        }
+    }
+    assert_eq!(
+        admin.usages(&race.last).await["VCPU"],
+        json!(4),
+        "the existing instance and the winner"
+    );
+    assert_within_capacity(admin, &race.last).await;
+    if let Some(o) = &race.other {
+        assert_within_capacity(admin, o).await;
+    }
+    for (c, _) in &racers {
+        admin.delete_allocations(c).await;
+    }
+    admin.delete_allocations(&race.existing).await;
+}
+
+/// Two scheduler instances in this process (see the file comment); the gate lets
+/// no claim through until both have their candidates, so both claim the last slot.
+async fn race_in_process(name: &str, with_other_host: bool) {
+    let race = race_cloud(name, with_other_host).await;
+    let barrier = race_barrier();
+    let gate_a = Gate::start("a", Some(barrier.clone())).await;
+    let gate_b = Gate::start("b", Some(barrier.clone())).await;
+    let sched_a = race.cloud.scheduler(&gate_a.url, 11).await;
+    let sched_b = race.cloud.scheduler(&gate_b.url, 12).await;
+    let (ua, ub) = (vec![uuid()], vec![uuid()]);
+    let (ra, rb) = tokio::join!(
+        select(&sched_a, race.cloud.spec(RACE_FLAVOR, json!({}), &ua), &ua),
+        select(&sched_b, race.cloud.spec(RACE_FLAVOR, json!({}), &ub), &ub)
+    );
+    check_race(
+        &race,
+        &barrier,
+        [&gate_a, &gate_b],
+        [(&ua[0], outcome(&ra)), (&ub[0], outcome(&rb))],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn race_loser_moves_to_another_host() {
+    race_in_process("race_move", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn race_loser_gets_no_valid_host() {
+    race_in_process("race_nvh", false).await;
+}
+
+/// The same race between two daemon processes (this crate's binary, each with its
+/// own nova.conf and RabbitMQ vhost, both on the same cell databases and, through
+/// their gates, the same Placement), each asked by nova's own `SchedulerAPI`
+/// client in its own Python process, as nova-conductor asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn race_between_two_daemon_processes() {
+    let race = race_cloud("race_procs", true).await;
+    let barrier = race_barrier();
+    let venv = venv::find();
+    let dir = std::env::temp_dir().join(format!("nsrs-race-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut daemons = Vec::new();
+    let mut gates = Vec::new();
+    let mut confs = Vec::new();
+    for name in ["a", "b"] {
+        let gate = Gate::start(name, Some(barrier.clone())).await;
+        let vhost = nova_schema::tagged(&format!("nsrs_race_{name}"));
+        rabbitmqctl(&["add_vhost", &vhost]);
+        rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
+        let conf = dir.join(format!("nova-{name}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "[DEFAULT]\nhost = race-{name}\n\
+                 transport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n\
+                 [api_database]\nconnection = {api}\n[database]\nconnection = {cell0}\n\
+                 [placement]\nauth_type = admin_token\ntoken = admin\nendpoint_override = {url}\n",
+                api = nova_schema::sqla_url(&race.cloud.api_db),
+                cell0 = nova_schema::sqla_url(&race.cloud.cell0_db),
+                url = gate.url,
+            ),
+        )
+        .expect("nova.conf");
+        daemons.push(Daemon::start(
+            &conf,
+            dir.join(format!("daemon-{name}.log")),
+            vhost,
+        ));
+        gates.push(gate);
+        confs.push(conf);
+    }
+    let (ua, ub) = (uuid(), uuid());
+    let ask = |conf: &std::path::Path, instance: &str| {
+        tokio::process::Command::new(venv.join("bin/python"))
+            .arg("-c")
+            .arg(CLIENT)
+            .arg(conf)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance"))
+            .arg(instance)
+            .arg(&race.cloud.tag)
+            .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+            .output()
+    };
+    let (oa, ob) = tokio::join!(ask(&confs[0], &ua), ask(&confs[1], &ub));
+    let parse = |out: std::io::Result<std::process::Output>| -> RaceOutcome {
+        let out = out.expect("python client");
+        assert!(
+            out.status.success(),
+            "client failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("client prints JSON");
+        match v["node"].as_str() {
+            Some(node) => Ok(node.to_string()),
+            None => Err((
+                v["error"].as_str().unwrap_or_default().to_string(),
+                v["message"].as_str().unwrap_or_default().to_string(),
+            )),
+        }
+    };
+    let racers = [(ua.as_str(), parse(oa)), (ub.as_str(), parse(ob))];
+    check_race(&race, &barrier, [&gates[0], &gates[1]], racers).await;
+    drop(daemons);
+}
+
+/// nova-conductor's call: `SchedulerAPI.select_destinations` for one instance of a
+/// flavor requiring the test's trait; prints the chosen node or the NoValidHost.
+const CLIENT: &str = r#"
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+sys.path.insert(0, sys.argv[2])
+import nsrs_helpers as H
+H.init_nova_client(sys.argv[1])
+from nova import exception
+from nova.scheduler import rpcapi
+ctxt = H.user_context()
+uuids = [sys.argv[3]]
+flavor = H.make_flavor(2, 2048, 20)
+flavor.extra_specs = {"trait:" + sys.argv[4]: "required"}
+spec = H.make_spec(ctxt, flavor, uuids)
+try:
+    sel = rpcapi.SchedulerAPI().select_destinations(
+        ctxt, spec, uuids, return_objects=True, return_alternates=True)
+    print(json.dumps({"node": sel[0][0].compute_node_uuid}))
+except exception.NoValidHost as e:
+    print(json.dumps({"error": "NoValidHost", "message": str(e)}))
+"#;
+
+fn rabbitmqctl(args: &[&str]) {
+    let out = std::process::Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl");
+    assert!(
+        out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already"),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A daemon process of this crate; stopped (and its vhost removed) on drop.
+struct Daemon {
+    child: std::process::Child,
+    vhost: String,
+}
+
+impl Daemon {
+    fn start(conf: &std::path::Path, log: std::path::PathBuf, vhost: String) -> Daemon {
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
+            .arg("--config-file")
+            .arg(conf)
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("start the daemon");
+        let daemon = Daemon { child, vhost };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("scheduler ready") {
+                return daemon;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "daemon not ready in 60 s:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["delete_vhost", &self.vhost])
+            .output();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// (d) Nested and sharing providers: granular groups, same_subtree, shared DISK_GB.
+
+/// Per host, a tree seeded through Placement's REST API as nova-compute, neutron
+/// and cyborg would leave it:
+///
+/// ```text
+/// root (VCPU, MEMORY_MB; no disk)        ── aggregate AGG ──  shared (DISK_GB,
+///  ├─ fpga   (CUSTOM_NSRS_FPGA, KIND_A)                        MISC_SHARES_VIA_AGGREGATE)
+///  ├─ agent1 (packet rate 100)
+///  │   └─ pf1 (bandwidth, PHYSNET_NET1)
+///  └─ agent2 (packet rate 1000)
+///      └─ pf2 (bandwidth, PHYSNET_NET1)
+/// ```
+///
+/// The request: the flavor (DISK_GB can only come from the sharing provider), a
+/// granular flavor group for the FPGA, and a port's bandwidth and packet-rate
+/// groups that must be in the same subtree. Only agent2 has the packet rate, so
+/// same_subtree forces the bandwidth onto pf2 (without it pf1 would do).
+struct Tree {
+    root: String,
+    fpga: String,
+    agent2: String,
+    pf2: String,
+}
+
+async fn nested_host(cloud: &Cloud, name: &str, aggregate: &str) -> Tree {
+    let admin = &cloud.admin;
+    let tag = cloud.tag.as_str();
+    let root = uuid();
+    cloud.compute_node(name, &root, (64, 262144, 4000)).await;
+    admin.provider(&root, name, None).await;
+    admin
+        .inventories(
+            &root,
+            json!({"VCPU": {"total": 8, "allocation_ratio": 1.0},
+                   "MEMORY_MB": {"total": 16384, "allocation_ratio": 1.0}}),
+        )
+        .await;
+    admin
+        .traits(&root, &["OWNER_NOVA", "COMPUTE_NODE", tag])
+        .await;
+    admin.aggregates(&root, &[aggregate]).await;
+    let child =
+        |parent: String, suffix: &'static str, inventory: Value, traits: Vec<&'static str>| {
+            let name = format!("{name}_{suffix}");
+            async move {
+                let rp = uuid();
+                admin.provider(&rp, &name, Some(&parent)).await;
+                admin.inventories(&rp, inventory).await;
+                let mut all: Vec<&str> = traits;
+                all.push(tag);
+                admin.traits(&rp, &all).await;
+                rp
+            }
+        };
+    let fpga = child(
+        root.clone(),
+        "fpga",
+        json!({"CUSTOM_NSRS_FPGA": {"total": 2}}),
+        vec!["CUSTOM_NSRS_FPGA_KIND_A"],
+    )
+    .await;
+    let agent1 = child(
+        root.clone(),
+        "agent1",
+        json!({"NET_PACKET_RATE_KILOPACKET_PER_SEC": {"total": 100}}),
+        vec![],
+    )
+    .await;
+    let bandwidth = json!({"NET_BW_EGR_KILOBIT_PER_SEC": {"total": 10000}});
+    let pf_traits = vec!["CUSTOM_PHYSNET_NET1", "CUSTOM_VNIC_TYPE_NORMAL"];
+    child(agent1, "pf1", bandwidth.clone(), pf_traits.clone()).await;
+    let agent2 = child(
+        root.clone(),
+        "agent2",
+        json!({"NET_PACKET_RATE_KILOPACKET_PER_SEC": {"total": 1000}}),
+        vec![],
+    )
+    .await;
+    let pf2 = child(agent2.clone(), "pf2", bandwidth, pf_traits).await;
+    Tree {
+        root,
+        fpga,
+        agent2,
+        pf2,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_and_sharing_providers_granular_same_subtree() {
+    let cloud = Cloud::new("nested").await;
+    let aggregate = uuid();
+    let shared = uuid();
+    cloud
+        .admin
+        .provider(&shared, "nested-shared-disk", None)
+        .await;
+    cloud
+        .admin
+        .inventories(
+            &shared,
+            json!({"DISK_GB": {"total": 1000, "allocation_ratio": 1.0}}),
+        )
+        .await;
+    let tag = cloud.tag.clone();
+    cloud
+        .admin
+        .traits(&shared, &["MISC_SHARES_VIA_AGGREGATE", &tag])
+        .await;
+    cloud.admin.aggregates(&shared, &[&aggregate]).await;
+    let trees = [
+        nested_host(&cloud, "nested-0", &aggregate).await,
+        nested_host(&cloud, "nested-1", &aggregate).await,
+    ];
+    let gate = Gate::start("nested", None).await;
+    let manager = cloud.scheduler(&gate.url, 3).await;
+    let uuids = vec![uuid()];
+    let mut spec = cloud.spec(
+        (2, 2048, 20),
+        json!({"resources1:CUSTOM_NSRS_FPGA": "1",
+               "trait1:CUSTOM_NSRS_FPGA_KIND_A": "required",
+               "group_policy": "none"}),
+        &uuids,
+    );
+    let group = |id: &str, resources: Value, traits: Value| {
+        envelope(
+            "RequestGroup",
+            "1.3",
+            json!({
+                "requester_id": id, "use_same_provider": true, "resources": resources,
+                "required_traits": traits, "forbidden_traits": [], "aggregates": [],
+                "forbidden_aggregates": [], "provider_uuids": [], "in_tree": null,
+            }),
+        )
+    };
+    spec["nova_object.data"]["requested_resources"] = json!([
+        group(
+            "port1-bw",
+            json!({"NET_BW_EGR_KILOBIT_PER_SEC": 1000}),
+            json!(["CUSTOM_PHYSNET_NET1", "CUSTOM_VNIC_TYPE_NORMAL"])
+        ),
+        group(
+            "port1-pps",
+            json!({"NET_PACKET_RATE_KILOPACKET_PER_SEC": 500}),
+            json!([])
+        ),
+    ]);
+    spec["nova_object.data"]["request_level_params"] = envelope(
+        "RequestLevelParams",
+        "1.1",
+        json!({"root_required": [], "root_forbidden": [],
+               "same_subtree": [["port1-bw", "port1-pps"]]}),
+    );
+
+    let result = select(&manager, spec, &uuids).await.expect("placed");
+
+    let list = &result[0];
+    assert_eq!(
+        list.len(),
+        2,
+        "the host and the other tree as its alternate"
+    );
+    // What Placement answers to the very query the scheduler sent.
+    let query = gate
+        .full_paths()
+        .into_iter()
+        .find(|p| p.starts_with("/allocation_candidates?"))
+        .expect("a candidates query");
+    let (s, answer) = cloud.admin.call(reqwest::Method::GET, &query, None).await;
+    assert_eq!(s, 200, "{answer}");
+    let offered = answer["allocation_requests"]
+        .as_array()
+        .expect("list")
+        .clone();
+    assert_eq!(offered.len(), 2, "one candidate per tree: {offered:?}");
+    for s in list {
+        assert!(
+            offered.contains(&s.allocation_request),
+            "the Selection carries what Placement returned: {}",
+            s.allocation_request
+        );
+        let tree = trees
+            .iter()
+            .find(|t| t.root == s.compute_node_uuid)
+            .expect("a seeded root");
+        // Granular FPGA on the fpga child, the port's two groups in agent2's
+        // subtree, the disk from the sharing provider, the rest on the root.
+        assert_eq!(
+            s.allocation_request["allocations"],
+            json!({
+                tree.root.as_str(): {"resources": {"VCPU": 2, "MEMORY_MB": 2048}},
+                tree.fpga.as_str(): {"resources": {"CUSTOM_NSRS_FPGA": 1}},
+                tree.agent2.as_str(): {"resources": {"NET_PACKET_RATE_KILOPACKET_PER_SEC": 500}},
+                tree.pf2.as_str(): {"resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}},
+                shared.as_str(): {"resources": {"DISK_GB": 20}},
+            })
+        );
+        assert_eq!(
+            s.allocation_request["mappings"]["port1-bw"],
+            json!([tree.pf2.as_str()])
+        );
+    }
+    // The claim holds exactly the chosen allocation request.
+    let held = cloud.admin.allocations(&uuids[0]).await;
+    let mut held_resources = Map::new();
+    for (rp, a) in held["allocations"].as_object().expect("allocations") {
+        held_resources.insert(rp.clone(), json!({"resources": a["resources"]}));
+    }
+    assert_eq!(
+        Value::Object(held_resources),
+        list[0].allocation_request["allocations"]
+    );
+    assert_eq!(held["project_id"], PROJECT);
+    // The alternate's allocation request (the other tree, the same shared disk) is
+    // claimable: the conductor's reschedule claim.
+    let (s, body) = cloud
+        .admin
+        .claim("1.36", &uuid(), &list[1].allocation_request, PROJECT, USER)
+        .await;
+    assert_eq!(s, 204, "alternate claim refused: {body}");
+    assert_eq!(cloud.admin.usages(&shared).await["DISK_GB"], json!(40));
+}
+
+// ---------------------------------------------------------------------------------------
+// (f) A Placement outage: NoValidHost at once, logged once per outage.
+
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogBuffer {
+    fn lines(&self, level: &str, text: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().expect("log"))
+            .lines()
+            .filter(|l| l.contains(level) && l.contains(text))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn count(&self, level: &str, text: &str) -> usize {
+        self.lines(level, text).len()
+    }
+}
+
+/// The gate plays the outage: while "down" it closes every connection without an
+/// answer. The runtime is single-threaded so the log subscriber set for this test
+/// sees everything the scheduler logs, and nothing from other tests.
+#[tokio::test(flavor = "current_thread")]
+async fn placement_outage_is_no_valid_host_and_logged_once() {
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_env_filter("nova_scheduler=debug")
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    const OUTAGE: &str = "Placement API service is not responding";
+    const BACK: &str = "Placement API service is answering again";
+    let cloud = Cloud::new("outage").await;
+    let rp = cloud.host("outage-0", (8, 1.0), 16384, 200).await;
+    let gate = Gate::start("outage", None).await;
+    let manager = cloud.scheduler(&gate.url, 4).await;
+    let flavor = (1, 512, 1);
+
+    let mut failed = Vec::new();
+    for round in 0..2 {
+        gate.down.store(true, Ordering::SeqCst);
+        for _ in 0..3 {
+            let uuids = vec![uuid()];
+            let started = std::time::Instant::now();
+            let result = select(&manager, cloud.spec(flavor, json!({}), &uuids), &uuids).await;
+            assert_no_valid_host(&result, "");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "NoValidHost took {:?}",
+                started.elapsed()
+            );
+            failed.extend(uuids);
+        }
+        assert_eq!(
+            logs.count("WARN", OUTAGE),
+            round + 1,
+            "one warning per outage, not per request: {:#?}",
+            logs.lines("WARN", "")
+        );
+        gate.down.store(false, Ordering::SeqCst);
+        let uuids = vec![uuid()];
+        let placed = select(&manager, cloud.spec(flavor, json!({}), &uuids), &uuids)
+            .await
+            .expect("placed once Placement answers again");
+        assert_eq!(placed[0][0].compute_node_uuid, rp);
+        assert_eq!(logs.count("INFO", BACK), round + 1);
+        cloud.admin.delete_allocations(&uuids[0]).await;
+    }
+    for u in &failed {
+        assert_eq!(cloud.admin.allocations(u).await["allocations"], json!({}));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Paths that do not claim.
+
+/// A rebuild to a new image (`_nova_check_type = rebuild`, the instance's own host
+/// as destination) asks Placement nothing and claims nothing; a 4.3-style call
+/// without instance uuids asks for candidates but claims nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuild_and_calls_without_uuids_do_not_claim() {
+    let cloud = Cloud::new("noclaim").await;
+    let rp = cloud.host("noclaim-0", (8, 1.0), 16384, 200).await;
+    cloud.host("noclaim-1", (8, 1.0), 16384, 200).await;
+    let gate = Gate::start("noclaim", None).await;
+    let manager = cloud.scheduler(&gate.url, 5).await;
+    let instance = vec![uuid()];
+
+    let mut rebuild = cloud.spec((2, 2048, 20), json!({}), &instance);
+    rebuild["nova_object.data"]["scheduler_hints"] = json!({"_nova_check_type": ["rebuild"]});
+    rebuild["nova_object.data"]["requested_destination"] = envelope(
+        "Destination",
+        "1.4",
+        json!({"host": "noclaim-0", "node": "noclaim-0", "cell": null}),
+    );
+    let sels = select_with(&manager, rebuild, Some(&instance), false)
+        .await
+        .expect("rebuild on its own host");
+    assert_eq!(sels[0][0].compute_node_uuid, rp);
+    assert_eq!(sels[0][0].allocation_request, Value::Null);
+    assert_eq!(
+        gate.exchanges(),
+        vec![],
+        "a rebuild never talks to Placement"
+    );
+
+    let sels = select_with(
+        &manager,
+        cloud.spec((2, 2048, 20), json!({}), &instance),
+        None,
+        false,
+    )
+    .await
+    .expect("placed without uuids");
+    assert_eq!(sels.len(), 1);
+    let methods: Vec<String> = gate.exchanges().into_iter().map(|e| e.method).collect();
+    assert_eq!(methods, vec!["GET"], "candidates asked, nothing claimed");
+    assert_eq!(
+        cloud.admin.allocations(&instance[0]).await["allocations"],
+        json!({})
+    );
+}
