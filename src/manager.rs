@@ -577,3 +577,39 @@ impl Endpoint for ManagerEndpoint {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn instance(data: Value) -> Value {
+        json!({"nova_object.name": "Instance", "nova_object.namespace": "nova",
+               "nova_object.version": "2.8", "nova_object.data": data})
+    }
+
+    #[test]
+    fn update_instance_info_carries_each_instance_flavor_id_when_set() {
+        let list = json!({"nova_object.name": "InstanceList", "nova_object.namespace": "nova",
+        "nova_object.version": "2.6", "nova_object.data": {"objects": [
+            instance(json!({"uuid": "a", "instance_type_id": 7})),
+            instance(json!({"uuid": "b", "instance_type_id": null})),
+            instance(json!({"uuid": "c"})),
+        ]}});
+        assert_eq!(
+            instance_list(Some(&list)).unwrap(),
+            vec![
+                ("a".to_string(), Some(Some(7))),
+                ("b".to_string(), Some(None)),
+                ("c".to_string(), None),
+            ]
+        );
+        let single = instance(json!({"uuid": "d", "instance_type_id": 3}));
+        assert_eq!(
+            instance_list(Some(&single)).unwrap(),
+            vec![("d".to_string(), Some(Some(3)))]
+        );
+        assert!(instance_list(Some(&json!({"nova_object.data": {}}))).is_err());
+        assert!(instance_list(None).is_err());
+    }
+}
