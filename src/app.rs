@@ -82,8 +82,7 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
             .compute
             .packing_host_numa_cells_allocation_strategy,
     };
-    let filters = build_chain(&fs.enabled_filters, &filter_config)
-        .map_err(|e| AppError::Config(e.to_string()))?;
+    let filters = build_chain(&fs.enabled_filters, &filter_config);
     let weigher_config = WeigherConfig {
         ram_weight_multiplier: fs.ram_weight_multiplier,
         cpu_weight_multiplier: fs.cpu_weight_multiplier,
@@ -103,8 +102,21 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
         metrics_required: config.metrics.required,
         metrics_weight_of_unavailable: config.metrics.weight_of_unavailable,
     };
-    let weighers = build_pipeline(&fs.weight_classes, &weigher_config)
-        .map_err(|e| AppError::Config(e.to_string()))?;
+    let weighers = build_pipeline(&fs.weight_classes, &weigher_config);
+    // Every bad filter and weigher name in one startup error.
+    let (filters, weighers) = match (filters, weighers) {
+        (Ok(filters), Ok(weighers)) => (filters, weighers),
+        (filters, weighers) => {
+            let errors: Vec<String> = [
+                filters.err().map(|e| e.to_string()),
+                weighers.err().map(|e| e.to_string()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            return Err(AppError::Config(errors.join("; ")));
+        }
+    };
     info!(filters = ?filters.names(), weighers = ?weighers.names(), "pipeline built");
     Ok(Scheduler {
         filters,
@@ -566,5 +578,33 @@ mod tests {
         assert_eq!(o.endpoint.as_deref(), Some("http://p:8778"));
         assert!(options("auth_type = admin_token\n").is_err(), "no token");
         assert!(options("auth_type = v2password\n").is_err(), "unsupported");
+    }
+
+    #[test]
+    fn every_bad_filter_and_weigher_name_is_one_startup_error() {
+        let config = crate::config::from_ini_str(
+            "[filter_scheduler]\n\
+             enabled_filters = ComputeFilter,NoSuchFilter,TrustedFilter,nova.x.OtherFilter\n\
+             weight_classes = NoSuchWeigher\n",
+        )
+        .expect("config");
+        let err = match build_scheduler(&config) {
+            Err(AppError::Config(e)) => e,
+            Err(e) => panic!("not a config error: {e}"),
+            Ok(_) => panic!("bad names accepted"),
+        };
+        for name in [
+            "NoSuchFilter",
+            "nova.x.OtherFilter",
+            "TrustedFilter",
+            "NoSuchWeigher",
+        ] {
+            assert!(err.contains(name), "{name} missing from: {err}");
+        }
+        let config = crate::config::from_ini_str(
+            "[filter_scheduler]\nenabled_filters = ComputeFilter,TypeAffinityFilter\n",
+        )
+        .expect("config");
+        assert!(build_scheduler(&config).is_ok());
     }
 }

@@ -389,9 +389,9 @@ impl SchedulerManager {
                 };
                 match method {
                     "update_instance_info" => {
-                        let uuids = instance_list_uuids(args.get("instance_info"))?;
-                        debug!(host, count = uuids.len(), "instance info updated");
-                        cache.update_instance_info(host, &uuids);
+                        let instances = instance_list(args.get("instance_info"))?;
+                        debug!(host, count = instances.len(), "instance info updated");
+                        cache.update_instance_info(host, &instances);
                     }
                     "delete_instance_info" => {
                         let uuid = args
@@ -462,26 +462,33 @@ struct Phases {
     encode: std::time::Duration,
 }
 
-/// The uuids of an `InstanceList` primitive (or of a single `Instance`) sent by
-/// nova-compute's `update_instance_info`.
-fn instance_list_uuids(value: Option<&Value>) -> Result<Vec<String>, RemoteError> {
+/// The instances of an `InstanceList` primitive (or of a single `Instance`) sent by
+/// nova-compute's `update_instance_info`: each uuid with its `instance_type_id` when
+/// the object carries that field (`Some(None)` for a null one), `None` when it does
+/// not.
+fn instance_list(value: Option<&Value>) -> Result<Vec<(String, Option<Option<i64>>)>, RemoteError> {
     let bad = || RemoteError::value_error("instance_info must be an InstanceList or Instance");
     let value = value.ok_or_else(bad)?;
     let data = value.get("nova_object.data").ok_or_else(bad)?;
-    let uuid_of = |obj: &Value| {
-        obj.get("nova_object.data")
-            .and_then(|d| d.get("uuid"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
+    let instance_of = |obj: &Value| {
+        let data = obj.get("nova_object.data")?;
+        let uuid = data.get("uuid").and_then(Value::as_str)?.to_string();
+        let flavor = match data.get("instance_type_id") {
+            None => None,
+            Some(Value::Null) => Some(None),
+            // An integer field; anything else is not trusted as a flavor id.
+            Some(v) => v.as_i64().map(Some),
+        };
+        Some((uuid, flavor))
     };
     match value.get("nova_object.name").and_then(Value::as_str) {
-        Some("Instance") => uuid_of(value).map(|u| vec![u]).ok_or_else(bad),
+        Some("Instance") => instance_of(value).map(|i| vec![i]).ok_or_else(bad),
         _ => data
             .get("objects")
             .and_then(Value::as_array)
             .ok_or_else(bad)?
             .iter()
-            .map(|o| uuid_of(o).ok_or_else(bad))
+            .map(|o| instance_of(o).ok_or_else(bad))
             .collect(),
     }
 }
@@ -650,5 +657,41 @@ impl Endpoint for ManagerEndpoint {
             }
             .instrument(span),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn instance(data: Value) -> Value {
+        json!({"nova_object.name": "Instance", "nova_object.namespace": "nova",
+               "nova_object.version": "2.8", "nova_object.data": data})
+    }
+
+    #[test]
+    fn update_instance_info_carries_each_instance_flavor_id_when_set() {
+        let list = json!({"nova_object.name": "InstanceList", "nova_object.namespace": "nova",
+        "nova_object.version": "2.6", "nova_object.data": {"objects": [
+            instance(json!({"uuid": "a", "instance_type_id": 7})),
+            instance(json!({"uuid": "b", "instance_type_id": null})),
+            instance(json!({"uuid": "c"})),
+        ]}});
+        assert_eq!(
+            instance_list(Some(&list)).unwrap(),
+            vec![
+                ("a".to_string(), Some(Some(7))),
+                ("b".to_string(), Some(None)),
+                ("c".to_string(), None),
+            ]
+        );
+        let single = instance(json!({"uuid": "d", "instance_type_id": 3}));
+        assert_eq!(
+            instance_list(Some(&single)).unwrap(),
+            vec![("d".to_string(), Some(Some(3)))]
+        );
+        assert!(instance_list(Some(&json!({"nova_object.data": {}}))).is_err());
+        assert!(instance_list(None).is_err());
     }
 }

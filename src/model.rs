@@ -14,7 +14,7 @@ pub mod request_spec_legacy;
 pub mod selection;
 
 pub use aggregate::Aggregate;
-pub use host_state::{HostState, InstanceSystemMetadata, ServiceInfo};
+pub use host_state::{HostState, InstanceFlavorIds, InstanceSystemMetadata, ServiceInfo};
 pub use object::DecodeError;
 pub use request_spec::{
     Destination, Flavor, ImageMeta, InstanceGroup, NetworkRequest, RequestGroup,

@@ -344,15 +344,33 @@ impl Scheduler {
         host.consume_resources(f.memory_mb, f.root_gb, f.ephemeral_gb, f.vcpus);
         // nova's order: NUMA, then PCI, then io_ops and `updated`. When a step raises
         // nova logs and swallows the exception; the remaining steps are skipped.
+        // Undecodable PCI requests fail the PCI step (nova could not have read them).
+        let pci_requests = crate::pci::spec_requests(spec).ok().flatten();
+        let mapping = crate::pci::request_group_mapping(spec);
         match host.consume_numa(
             &mut spec.numa_topology,
+            pci_requests.as_deref(),
+            &mapping,
             self.packing_host_numa_cells_allocation_strategy,
         ) {
             Ok(()) => {
-                if crate::pci::consume_from_request(host, spec) {
-                    host.finish_consume(now);
-                } else {
-                    warn!(host = %host.host, "Selected host: could not consume PCI devices");
+                let cells = spec
+                    .numa_topology
+                    .as_ref()
+                    .map(crate::numa::InstanceTopology::from_primitive)
+                    .transpose();
+                match cells {
+                    Ok(cells) => {
+                        let cells = cells.map(|t| t.cells);
+                        if crate::pci::consume_from_request(host, spec, cells.as_deref()) {
+                            host.finish_consume(now);
+                        } else {
+                            warn!(host = %host.host, "Selected host: could not consume PCI devices");
+                        }
+                    }
+                    Err(e) => {
+                        warn!(host = %host.host, error = %e, "Selected host: fitted NUMA topology unreadable")
+                    }
                 }
             }
             Err(e) => {
@@ -364,6 +382,10 @@ impl Scheduler {
             if let Some(uuid) = instance_uuid {
                 if !host.instances.contains(uuid) {
                     Arc::make_mut(&mut host.instances).insert(uuid.to_string());
+                    // The new instance is of the requested flavor (for the legacy
+                    // TypeAffinityFilter on the next instance of this request).
+                    Arc::make_mut(&mut host.instance_flavor_ids)
+                        .insert(uuid.to_string(), spec.flavor.id);
                 }
             }
         }

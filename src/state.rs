@@ -353,18 +353,17 @@ impl HostStateStore {
                         "compute node seen in more than one cell; keeping the first");
                     continue;
                 }
-                let insts = instances
-                    .get(&host)
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(BTreeSet::new()));
-                states.push(compute::host_state(
+                let insts = instances.get(&host).cloned().unwrap_or_default();
+                let mut state = compute::host_state(
                     node,
                     service,
                     &rows.cell_uuid,
                     &self.ratios,
                     aggregates.for_host(&host),
-                    insts,
-                ));
+                    insts.uuids,
+                );
+                state.instance_flavor_ids = insts.flavor_ids;
+                states.push(state);
             }
         }
         states

@@ -16,11 +16,16 @@
 //! fail, surviving candidates, limits, the fitted cells (host cell ids, CPU pinning
 //! in nova's dict order, page size, reserved CPUs), where nova raises, and each host
 //! cell's pinned CPUs in Python set order, usage and pages after consumption.
-//! A second generator checks the CPython set emulation directly.
+//! A second generator checks the CPython set emulation directly. A third test,
+//! `numa_and_pci_agree_with_nova`, makes requests with both a NUMA topology and PCI
+//! requests (1–2 requests, all NUMA affinity policies, specific or any product, pools
+//! on the host's cells, on no cell or on a cell the host lacks, sockets set, unset or
+//! null) and compares the same steps plus the host's pools after each consumption.
 //!
 //! ```sh
 //! cargo test --release --test differential_numa
-//! NSRS_DIFF_SEED=7 NSRS_DIFF_NUMA_CASES=50000 cargo test --release --test differential_numa -- --nocapture
+//! NSRS_DIFF_SEED=7 NSRS_DIFF_NUMA_CASES=50000 NSRS_DIFF_NUMA_PCI_CASES=50000 \
+//!     cargo test --release --test differential_numa -- --nocapture
 //! ```
 //! The instance topology is taken from nova (our side does not build it from extra
 //! specs); cases where nova's `numa_get_constraints` rejects the flavor/image count
@@ -34,11 +39,13 @@ use chrono::Utc;
 use nova_scheduler::filters::numa_topology_filter::NUMATopologyFilter;
 use nova_scheduler::filters::{FilterRequest, HostFilter};
 use nova_scheduler::model::{Flavor, HostState, ImageMeta, RequestSpec};
+use nova_scheduler::numa::fit::PciSupportCheck;
 use nova_scheduler::numa::pyset::PySet;
 use nova_scheduler::numa::{
-    numa_fit_instance_to_host, pci_pool_counts, InstanceTopology, Limits, NetworkMetadata,
+    numa_fit_instance_to_host, InstanceCell, InstanceTopology, Limits, NetworkMetadata, NumaError,
     NumaTopology, PciContext,
 };
+use nova_scheduler::pci::{self, ProviderMapping};
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{RngExt, SeedableRng};
@@ -412,6 +419,48 @@ struct Case {
     pack: bool,
     instances: usize,
     run_filter: bool,
+    /// PCI requests of the spec (None: `pci_requests` null).
+    pci_requests: Option<Vec<PciReq>>,
+}
+
+/// One InstancePCIRequest: `count` devices of vendor "v" (and product, if given).
+#[derive(Clone)]
+struct PciReq {
+    count: i64,
+    product_id: Option<String>,
+    numa_policy: Option<&'static str>,
+    request_id: String,
+}
+
+impl PciReq {
+    fn json(&self) -> Value {
+        json!({"count": self.count, "product_id": self.product_id,
+               "numa_policy": self.numa_policy, "request_id": self.request_id})
+    }
+}
+
+/// The spec's `pci_requests` primitive as the conductor sends it.
+fn pci_requests_primitive(reqs: &[PciReq]) -> Value {
+    let items: Vec<Value> = reqs
+        .iter()
+        .map(|r| {
+            let mut spec = Map::new();
+            spec.insert("vendor_id".into(), json!("v"));
+            if let Some(p) = &r.product_id {
+                spec.insert("product_id".into(), json!(p));
+            }
+            let mut d = Map::new();
+            d.insert("count".into(), json!(r.count));
+            d.insert("spec".into(), json!([spec]));
+            d.insert("alias_name".into(), json!("a"));
+            d.insert("request_id".into(), json!(r.request_id));
+            if let Some(p) = r.numa_policy {
+                d.insert("numa_policy".into(), json!(p));
+            }
+            obj("InstancePCIRequest", "1.4", Value::Object(d))
+        })
+        .collect();
+    obj("InstancePCIRequests", "1.1", json!({ "requests": items }))
 }
 
 fn gen_case(rng: &mut StdRng) -> Case {
@@ -457,7 +506,80 @@ fn gen_case(rng: &mut StdRng) -> Case {
         pack: chance(rng, 0.3),
         instances: pick(rng, &[1, 1, 2, 3]),
         run_filter: chance(rng, 0.85),
+        pci_requests: None,
     }
+}
+
+/// A case with both a NUMA topology (hw:numa_nodes forced when the flavor and image
+/// ask for none) and PCI requests against device pools spread over the host cells.
+fn gen_numa_pci_case(rng: &mut StdRng) -> Case {
+    let mut c = gen_case(rng);
+    let cell_ids: Vec<i64> = c.host_topology["nova_object.data"]["cells"]
+        .as_array()
+        .map(|cells| {
+            cells
+                .iter()
+                .filter_map(|c| c["nova_object.data"]["id"].as_i64())
+                .collect()
+        })
+        .unwrap_or_default();
+    c.pools = (0..rng.random_range(1..=4))
+        .map(|_| {
+            let node = if chance(rng, 0.12) || cell_ids.is_empty() {
+                None
+            } else if chance(rng, 0.08) {
+                Some(99)
+            } else {
+                Some(pick(rng, &cell_ids))
+            };
+            (node, pick(rng, &[1, 1, 2, 3, 4]))
+        })
+        .collect();
+    let numa_asked = c.extra_specs.contains_key("hw:numa_nodes")
+        || c.image_props.contains_key("hw_numa_nodes")
+        || c.extra_specs.get("hw:cpu_policy").map(String::as_str) == Some("dedicated")
+        || c.image_props.get("hw_cpu_policy").and_then(Value::as_str) == Some("dedicated");
+    if !numa_asked {
+        // Two nodes only when vCPUs and memory split evenly (nova rejects the rest
+        // before any fit), and no thread policy without dedicated CPUs (likewise).
+        let even = c.vcpus % 2 == 0 && c.memory % 2 == 0;
+        let n = if even {
+            pick(rng, &["1", "1", "2"])
+        } else {
+            "1"
+        };
+        c.extra_specs.insert("hw:numa_nodes".into(), n.into());
+        c.extra_specs.remove("hw:cpu_thread_policy");
+        c.image_props.remove("hw_cpu_thread_policy");
+    }
+    // Candidates are what Placement returned: at least one (none fails every host
+    // before the fit, which the NUMA-only test covers).
+    c.candidates = pick(rng, &[1, 1, 1, 2]);
+    let npools = c.pools.len();
+    c.pci_requests = Some(
+        (0..pick(rng, &[1usize, 1, 1, 2]))
+            .map(|i| PciReq {
+                count: pick(rng, &[1, 1, 1, 1, 2, 3]),
+                product_id: if chance(rng, 0.4) {
+                    Some(format!("p{}", rng.random_range(0..npools + 1)))
+                } else {
+                    None
+                },
+                numa_policy: pick(
+                    rng,
+                    &[
+                        None,
+                        Some("legacy"),
+                        Some("required"),
+                        Some("preferred"),
+                        Some("socket"),
+                    ],
+                ),
+                request_id: format!("req-{i}"),
+            })
+            .collect(),
+    );
+    c
 }
 
 fn case_json(c: &Case) -> Value {
@@ -476,7 +598,26 @@ fn case_json(c: &Case) -> Value {
         "pack": c.pack,
         "instances": c.instances,
         "run_filter": c.run_filter,
+        "pci_requests": c.pci_requests.as_ref().map(|r| r.iter().map(PciReq::json).collect::<Vec<_>>()),
     })
+}
+
+/// The host's pools as `[product_id, numa_node, count]`, as the oracle reports them.
+fn pools_summary(host: &HostState) -> Value {
+    Value::Array(
+        pci::host_pools(host)
+            .pools
+            .iter()
+            .map(|p| {
+                let product = p.get("product_id").and_then(|v| v.as_str());
+                let node = match p.get("numa_node") {
+                    Some(pci::PciValue::Int(n)) => json!(n),
+                    _ => Value::Null,
+                };
+                json!([product, node, p.count])
+            })
+            .collect(),
+    )
 }
 
 /// A fitted InstanceNUMATopology reduced to what must agree: per cell the host cell
@@ -575,7 +716,10 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
         pci_stats: Some(Value::Array(
             c.pools
                 .iter()
-                .map(|(n, k)| json!({"numa_node": n, "count": k}))
+                .enumerate()
+                .map(|(i, (n, k))| {
+                    json!({"vendor_id": "v", "product_id": format!("p{i}"), "numa_node": n, "count": k})
+                })
                 .collect(),
         )),
         allocation_candidates: (0..c.candidates).map(|_| json!({"mappings": {}})).collect(),
@@ -606,8 +750,10 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
             .to_primitive()
         }),
         num_instances: c.instances as i64,
+        pci_requests: c.pci_requests.as_deref().map(pci_requests_primitive),
         ..Default::default()
     };
+    let requests = pci::spec_requests(&spec).expect("our decode of the PCI requests");
     let filter = NUMATopologyFilter::new(c.pack);
     let mut steps = Vec::new();
     for _ in 0..c.instances {
@@ -626,13 +772,21 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                         .as_ref()
                         .map(|v| NetworkMetadata::from_primitive(v).expect("nm")),
                 };
-                let pools = pci_pool_counts(host.pci_stats.as_ref());
-                let pci = PciContext {
-                    pools: Some(&pools),
-                    support_requests: None,
-                };
+                let stats = pci::host_pools(&host);
+                let pools = stats.numa_counts();
                 let empty = NumaTopology::default();
                 let ht = ht.as_deref().unwrap_or(&empty);
+                let no_mapping = ProviderMapping::default();
+                let numa_pci = requests
+                    .as_deref()
+                    .map(|r| pci::NumaPciCheck::new(&stats, r, Some(&no_mapping), ht));
+                let check = |cells: &[InstanceCell]| -> Result<bool, NumaError> {
+                    numa_pci.as_ref().map_or(Ok(true), |c| c.check(cells))
+                };
+                let pci = PciContext {
+                    pools: Some(&pools),
+                    support_requests: numa_pci.is_some().then_some(&check as PciSupportCheck<'_>),
+                };
                 match numa_fit_instance_to_host(ht, &mut inst, Some(&limits), c.pack, &pci) {
                     Ok(fitted) => {
                         step.insert(
@@ -671,7 +825,23 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                 break;
             }
         }
-        let consumed = host.consume_numa(&mut spec.numa_topology, c.pack).is_ok();
+        // The scheduler's consume order: resources, NUMA, then PCI on the fitted cells.
+        let mapping = pci::request_group_mapping(&spec);
+        let consumed = host
+            .consume_numa(
+                &mut spec.numa_topology,
+                requests.as_deref(),
+                &mapping,
+                c.pack,
+            )
+            .is_ok()
+            && {
+                let cells = spec
+                    .numa_topology
+                    .as_ref()
+                    .map(|t| InstanceTopology::from_primitive(t).expect("fitted").cells);
+                pci::consume_from_request(&mut host, &spec, cells.as_deref())
+            };
         step.insert("consumed".into(), json!(consumed));
         step.insert(
             "fitted".into(),
@@ -684,6 +854,9 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                 _ => Value::Null,
             },
         );
+        if c.pci_requests.is_some() {
+            step.insert("pci_pools".into(), pools_summary(&host));
+        }
         steps.push(Value::Object(step));
     }
     steps
@@ -719,6 +892,9 @@ fn normalize_nova_steps(answer: &Value) -> Vec<Value> {
                         out.insert("fitted".into(), normalize_fitted(&s["fitted"]));
                         out.insert("host".into(), s["host"].clone());
                     }
+                    if let Some(pools) = s.get("pci_pools") {
+                        out.insert("pci_pools".into(), pools.clone());
+                    }
                     Value::Object(out)
                 })
                 .collect()
@@ -753,38 +929,173 @@ struct Tally {
     consume_errors: usize,
 }
 
-#[test]
-fn numa_agrees_with_nova() {
-    let venv = common::venv::find();
-    let seed = std::env::var("NSRS_DIFF_SEED")
-        .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
-        .unwrap_or(DEFAULT_SEED);
-    let cases = env_usize("NSRS_DIFF_NUMA_CASES").unwrap_or(DEFAULT_CASES);
-    let pyset_cases = env_usize("NSRS_DIFF_PYSET_CASES").unwrap_or(DEFAULT_PYSET_CASES);
-    let started = Instant::now();
-    let mut oracle = Command::new(venv.join("bin/python"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/oracle/numa_oracle.py"
-        ))
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .env("PYTHONHASHSEED", "0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the nova oracle with {}: {e}", venv.display()));
-    let mut stdin = oracle.stdin.take().expect("stdin");
-    let mut answers = BufReader::new(oracle.stdout.take().expect("stdout")).lines();
-    let mut ask = |line: &Value| -> Value {
-        writeln!(stdin, "{line}").expect("write to oracle");
-        stdin.flush().expect("flush");
-        let text = answers
+/// The long-lived nova oracle process.
+struct Oracle {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Oracle {
+    fn start() -> Self {
+        let venv = common::venv::find();
+        let mut child = Command::new(venv.join("bin/python"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/oracle/numa_oracle.py"
+            ))
+            .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+            .env("PYTHONHASHSEED", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start the nova oracle with {}: {e}", venv.display())
+            });
+        let stdin = child.stdin.take().expect("stdin");
+        let answers = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Oracle {
+            child,
+            stdin,
+            answers,
+        }
+    }
+
+    fn ask(&mut self, line: &Value) -> Value {
+        writeln!(self.stdin, "{line}").expect("write to oracle");
+        self.stdin.flush().expect("flush");
+        let text = self
+            .answers
             .next()
             .expect("the oracle exited early")
             .expect("read from oracle");
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("oracle answer {text}: {e}"))
-    };
+    }
+}
+
+impl Drop for Oracle {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("NSRS_DIFF_SEED")
+        .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
+        .unwrap_or(DEFAULT_SEED)
+}
+
+/// Requests that have both a NUMA topology (from nova's constraints) and PCI
+/// requests: nova's fit with `pci_requests`/`pci_stats` (PCI NUMA affinity
+/// policies, cells with devices first), NUMATopologyFilter, and the consumption
+/// (NUMA, then the devices taken on the fitted cells) against ours, step by step,
+/// with the host's pools after each consumption.
+#[test]
+fn numa_and_pci_agree_with_nova() {
+    let seed = seed() ^ 0x9c1;
+    let wanted = env_usize("NSRS_DIFF_NUMA_PCI_CASES").unwrap_or(DEFAULT_CASES);
+    let started = Instant::now();
+    let mut oracle = Oracle::start();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut tally = Tally::default();
+    let mut combined = 0usize;
+    let mut pci_consumed = 0usize;
+    let mut mismatches = Vec::new();
+    let mut i = 0usize;
+    let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
+    while combined < wanted {
+        i += 1;
+        assert!(
+            i < wanted * 4,
+            "the generator makes too few NUMA+PCI cases: {tally:?}"
+        );
+        let case = gen_numa_pci_case(&mut rng);
+        let request = case_json(&case);
+        let answer = oracle.ask(&request);
+        tally.cases += 1;
+        if let Some(e) = answer.get("oracle_error") {
+            panic!("oracle could not run case {i}: {e}\n{request}");
+        }
+        if let Some(kind) = answer.get("constraints_error") {
+            tally.constraints_error += 1;
+            *rejected.entry(kind.to_string()).or_default() += 1;
+            continue;
+        }
+        let constraints = answer["constraints"].clone();
+        if constraints.is_null() {
+            tally.no_topology += 1;
+            continue;
+        }
+        combined += 1;
+        let nova = normalize_nova_steps(&answer);
+        let ours = run_ours(&case, &constraints);
+        for s in &nova {
+            match s.get("passes") {
+                Some(Value::Bool(true)) => tally.passes += 1,
+                Some(Value::Bool(false)) => tally.fails += 1,
+                _ => {}
+            }
+            if s.get("filter_raised").is_some() || s.get("direct_error").is_some() {
+                tally.raises += 1;
+            }
+            if s["consumed"] == json!(false) {
+                tally.consume_errors += 1;
+            }
+            if s["consumed"] == json!(true) {
+                pci_consumed += 1;
+            }
+        }
+        if nova.len() > 1 {
+            tally.multi_steps += 1;
+        }
+        if !steps_agree(&ours, &nova) && std::env::var_os("NSRS_DIFF_DUMP").is_some() {
+            let path = format!("/tmp/numa_pci_mismatch_{i}.json");
+            std::fs::write(&path, request.to_string()).expect("dump");
+        }
+        if !steps_agree(&ours, &nova) && mismatches.len() < 3 {
+            mismatches.push(format!(
+                "case {i}:\n request: {request}\n constraints: {constraints}\n ours: {}\n nova: {}",
+                Value::Array(ours),
+                Value::Array(nova)
+            ));
+        }
+    }
+    println!(
+        "differential_numa (NUMA+PCI): seed {seed}, {combined} combined cases, {pci_consumed} consumptions, {tally:?}, flavors nova rejected: {rejected:?}, {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        mismatches.is_empty(),
+        "NUMA+PCI placement differs from nova:\n{}",
+        mismatches.join("\n\n")
+    );
+    if combined >= 1000 {
+        let n = combined as f64;
+        assert!(
+            tally.passes as f64 > 0.08 * n,
+            "too few passing cases: {tally:?}"
+        );
+        assert!(
+            tally.fails as f64 > 0.10 * n,
+            "too few failing cases: {tally:?}"
+        );
+        assert!(
+            pci_consumed as f64 > 0.05 * n,
+            "too few consumptions: {tally:?}"
+        );
+    }
+}
+
+#[test]
+fn numa_agrees_with_nova() {
+    let seed = seed();
+    let cases = env_usize("NSRS_DIFF_NUMA_CASES").unwrap_or(DEFAULT_CASES);
+    let pyset_cases = env_usize("NSRS_DIFF_PYSET_CASES").unwrap_or(DEFAULT_PYSET_CASES);
+    let started = Instant::now();
+    let mut oracle_proc = Oracle::start();
+    let mut ask = |line: &Value| oracle_proc.ask(line);
 
     // 1. The CPython set emulation.
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5e7);
@@ -878,8 +1189,6 @@ fn numa_agrees_with_nova() {
             ));
         }
     }
-    let _ = oracle.kill();
-    let _ = oracle.wait();
     println!(
         "differential_numa: seed {seed}, {} pyset cases, {tally:?}, {:.1}s",
         pyset_cases,

@@ -604,7 +604,7 @@ fn evaluate(case: &Value) -> Value {
     let mut host = fresh_host();
     let mut consumed = Vec::new();
     for _ in 0..case["consumes"].as_u64().unwrap_or(0) {
-        let ok = pci::consume_from_request(&mut host, &spec);
+        let ok = pci::consume_from_request(&mut host, &spec, None);
         let pools = pools_json(host.pci.as_deref().expect("pools cached"));
         consumed.push(json!({"ok": ok, "pools": pools}));
     }

@@ -330,7 +330,7 @@ async fn instance_info_casts_update_the_cached_instances() {
     let instances =
         |states: Vec<HostState>| states[0].instances.iter().cloned().collect::<Vec<String>>();
     c.cache
-        .update_instance_info("c1-b", &["new-1".into(), "new-2".into()]);
+        .update_instance_info("c1-b", &[("new-1".into(), None), ("new-2".into(), None)]);
     let s = c
         .cache
         .host_states(Some(&wanted), None, Utc::now())
@@ -353,8 +353,91 @@ async fn instance_info_casts_update_the_cached_instances() {
         .unwrap();
     assert_eq!(instances(s), ["new-3"]);
     // An unknown host changes nothing.
-    c.cache.update_instance_info("nowhere", &["x".into()]);
+    c.cache
+        .update_instance_info("nowhere", &[("x".into(), None)]);
     assert!(!c.cache.sync_instance_info("nowhere", &[]));
+}
+
+/// The legacy TypeAffinityFilter over real rows: each instance's
+/// `instances.instance_type_id` reaches the host states by both paths (per-request
+/// read and cache), follows a resize and a migration through the incremental
+/// refresh, and a cast without the flavor leaves the host failing until the row is
+/// read again.
+#[tokio::test]
+async fn type_affinity_filter_sees_instance_flavors() {
+    use nova_scheduler::filters::{build_chain, FilterConfig, FilterRequest};
+    use nova_scheduler::model::{Flavor, RequestSpec};
+    let c = cloud("typeaff", no_retention()).await;
+    // c1-a: two instances of flavor 1 (seeded with NULL, set here); c1-b: none;
+    // c2-a: one of flavor 2.
+    exec(
+        &c.cell1,
+        &["UPDATE instances SET instance_type_id = 1 WHERE host = 'c1-a'".to_string()],
+    )
+    .await;
+    exec(
+        &c.cell2,
+        &["UPDATE instances SET instance_type_id = 2 WHERE host = 'c2-a'".to_string()],
+    )
+    .await;
+    c.cache.reset().await;
+    let chain = build_chain(
+        &["nova.scheduler.filters.type_filter.TypeAffinityFilter".to_string()],
+        &FilterConfig::default(),
+    )
+    .expect("TypeAffinityFilter is available");
+    let passing = |states: &[HostState], flavor_id: i64| -> Vec<String> {
+        let spec = RequestSpec {
+            flavor: Flavor {
+                id: Some(flavor_id),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let req = FilterRequest {
+            spec: &spec,
+            now: Utc::now(),
+            index: 0,
+            is_rebuild: false,
+        };
+        let all: Vec<usize> = (0..states.len()).collect();
+        let (kept, _) = chain.run(states, &all, &req);
+        let mut names: Vec<String> = kept.iter().map(|&i| states[i].nodename.clone()).collect();
+        names.sort();
+        names
+    };
+    let all = assert_same(&c, None).await;
+    assert_eq!(passing(&all, 1), ["c1-a", "c1-b"]);
+    assert_eq!(passing(&all, 2), ["c1-b", "c2-a"]);
+    assert_eq!(passing(&all, 3), ["c1-b"]);
+    // A resize of one c1-a instance to flavor 3 and a new flavor-1 instance on c1-b.
+    exec(
+        &c.cell1,
+        &[
+            "UPDATE instances SET instance_type_id = 3, updated_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000002'"
+                .to_string(),
+            "INSERT INTO instances (created_at, uuid, host, node, deleted, vm_state, \
+             instance_type_id) VALUES (UTC_TIMESTAMP(), \
+             'b0000000-0000-4000-8000-000000000009', 'c1-b', 'c1-b', 0, 'active', 1)"
+                .to_string(),
+        ],
+    )
+    .await;
+    c.cache.refresh().await;
+    let all = assert_same(&c, None).await;
+    assert_eq!(passing(&all, 1), ["c1-b"]);
+    assert_eq!(passing(&all, 3), Vec::<String>::new());
+    // A cast adds an instance without instance_type_id: c1-b's flavors are no longer
+    // all known, so it fails; a cast that carries it makes c1-b pass again.
+    c.cache
+        .update_instance_info("c1-b", &[("cast-1".to_string(), None)]);
+    let cached = c.cache.host_states(None, None, Utc::now()).await.unwrap();
+    assert_eq!(passing(&cached, 1), Vec::<String>::new());
+    c.cache
+        .update_instance_info("c1-b", &[("cast-1".to_string(), Some(Some(1)))]);
+    let cached = c.cache.host_states(None, None, Utc::now()).await.unwrap();
+    assert_eq!(passing(&cached, 1), ["c1-b"]);
 }
 
 #[tokio::test]

@@ -2,9 +2,10 @@
 //! nova's `get_filtered_objects`: run the enabled filters in order over the
 //! candidate hosts, stop when one leaves nothing, and keep a per-filter history.
 
+use super::pyvalue::{str_repr, PyStr};
 use super::{FilterRequest, HostFilter};
 use crate::model::HostState;
-use tracing::{debug, info};
+use tracing::{debug, info, Level};
 
 /// One step of the history: `"<Filter>: (start: S, end: E)"` in nova's log.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,9 +43,13 @@ impl FilterChain {
         candidates: &[usize],
         req: &FilterRequest<'_>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
-        self.run_with(candidates, req, |filter, i| {
+        let (kept, history, full) = self.run_with(candidates, req, |filter, i| {
             filter.host_passes(&hosts[i], req)
-        })
+        });
+        if kept.is_empty() {
+            log_emptied(hosts, req, &history, &full);
+        }
+        (kept, history)
     }
 
     /// As [`run`](Self::run), letting the filters write to the hosts as nova's do
@@ -55,19 +60,28 @@ impl FilterChain {
         candidates: &[usize],
         req: &FilterRequest<'_>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
-        self.run_with(candidates, req, |filter, i| {
+        let (kept, history, full) = self.run_with(candidates, req, |filter, i| {
             filter.filter_host(&mut hosts[i], req)
-        })
+        });
+        if kept.is_empty() {
+            log_emptied(hosts, req, &history, &full);
+        }
+        (kept, history)
     }
 
+    /// The chain proper. The third result is nova's `full_filter_results` (the
+    /// hosts left after each filter, None for the one that left none), kept only
+    /// when debug logging is on, as nova builds it only for its debug message.
     fn run_with(
         &self,
         candidates: &[usize],
         req: &FilterRequest<'_>,
         mut passes: impl FnMut(&dyn HostFilter, usize) -> bool,
-    ) -> (Vec<usize>, Vec<FilterStep>) {
+    ) -> (Vec<usize>, Vec<FilterStep>, Vec<FullStep>) {
         let mut current = candidates.to_vec();
         let mut history = Vec::new();
+        let mut full = Vec::new();
+        let keep_full = tracing::enabled!(Level::DEBUG);
         debug!(
             hosts = current.len(),
             "Starting with {} host(s)",
@@ -92,7 +106,13 @@ impl FilterChain {
                     "Filter {} returned 0 hosts",
                     filter.name()
                 );
+                if keep_full {
+                    full.push((filter.name(), None));
+                }
                 break;
+            }
+            if keep_full {
+                full.push((filter.name(), Some(current.clone())));
             }
             debug!(
                 filter = filter.name(),
@@ -102,19 +122,83 @@ impl FilterChain {
                 current.len()
             );
         }
-        if current.is_empty() {
-            let parts: Vec<String> = history
-                .iter()
-                .map(|s| format!("'{}: (start: {}, end: {})'", s.filter, s.start, s.end))
-                .collect();
-            info!(
-                "Filtering removed all hosts for the request with instance ID '{}'. Filter results: [{}]",
-                req.spec.instance_uuid.as_deref().unwrap_or("None"),
-                parts.join(", ")
-            );
-        }
-        (current, history)
+        (current, history, full)
     }
+}
+
+/// One entry of nova's `full_filter_results`: the filter and the hosts it left.
+type FullStep = (&'static str, Option<Vec<usize>>);
+
+/// nova's `part_filter_results` as `str()` prints it:
+/// `['ComputeFilter: (start: 3, end: 3)', 'RamFilter: (start: 3, end: 0)']`.
+pub fn part_results(history: &[FilterStep]) -> String {
+    let parts: Vec<String> = history
+        .iter()
+        .map(|s| {
+            let mut out = String::new();
+            str_repr(
+                &PyStr::new(&format!(
+                    "{}: (start: {}, end: {})",
+                    s.filter, s.start, s.end
+                )),
+                &mut out,
+            );
+            out
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// nova's `full_filter_results` as `str()` prints it:
+/// `[('ComputeFilter', [('host1', 'node1')]), ('RamFilter', None)]`.
+fn full_results(hosts: &[HostState], full: &[FullStep]) -> String {
+    let repr = |s: &str| {
+        let mut out = String::new();
+        str_repr(&PyStr::new(s), &mut out);
+        out
+    };
+    let steps: Vec<String> = full
+        .iter()
+        .map(|(name, left)| {
+            let left = match left {
+                None => "None".to_string(),
+                Some(ix) => {
+                    let pairs: Vec<String> = ix
+                        .iter()
+                        .map(|&i| {
+                            format!("({}, {})", repr(&hosts[i].host), repr(&hosts[i].nodename))
+                        })
+                        .collect();
+                    format!("[{}]", pairs.join(", "))
+                }
+            };
+            format!("({}, {left})", repr(name))
+        })
+        .collect();
+    format!("[{}]", steps.join(", "))
+}
+
+/// What nova logs when the filters leave no host: the hosts left after each
+/// filter at debug, the per-filter counts at info, both with the instance uuid.
+fn log_emptied(
+    hosts: &[HostState],
+    req: &FilterRequest<'_>,
+    history: &[FilterStep],
+    full: &[FullStep],
+) {
+    let uuid = req.spec.instance_uuid.as_deref().unwrap_or("None");
+    if !full.is_empty() {
+        debug!(
+            "Filtering removed all hosts for the request with instance ID '{}'. Filter results: {}",
+            uuid,
+            full_results(hosts, full)
+        );
+    }
+    info!(
+        "Filtering removed all hosts for the request with instance ID '{}'. Filter results: {}",
+        uuid,
+        part_results(history)
+    );
 }
 
 #[cfg(test)]
@@ -210,5 +294,47 @@ mod tests {
             "a filter without RUN_ON_REBUILD passes every host on rebuild"
         );
         assert_eq!(history.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::*;
+
+    /// The strings are what CPython's `str()` prints for nova's two lists
+    /// (checked with python3: quotes inside a name switch the repr to "...").
+    #[test]
+    fn emptied_chain_history_is_printed_as_nova_prints_it() {
+        let history = vec![
+            FilterStep {
+                filter: "ComputeFilter",
+                start: 3,
+                end: 2,
+            },
+            FilterStep {
+                filter: "RamFilter",
+                start: 2,
+                end: 0,
+            },
+        ];
+        assert_eq!(
+            part_results(&history),
+            "['ComputeFilter: (start: 3, end: 2)', 'RamFilter: (start: 2, end: 0)']"
+        );
+        let hosts: Vec<HostState> = [("a", "n-a"), ("o'b", "")]
+            .iter()
+            .map(|(h, n)| HostState {
+                host: h.to_string(),
+                nodename: n.to_string(),
+                ..Default::default()
+            })
+            .collect();
+        assert_eq!(
+            full_results(
+                &hosts,
+                &[("ComputeFilter", Some(vec![0, 1])), ("RamFilter", None)]
+            ),
+            r#"[('ComputeFilter', [('a', 'n-a'), ("o'b", '')]), ('RamFilter', None)]"#
+        );
     }
 }

@@ -5,9 +5,8 @@
 //! name and by their old dotted path (`nova.scheduler.filters.ram_filter.RamFilter`).
 //!
 //! `TrustedFilter` (removed in Queens) asked an OpenAttestation service that no
-//! longer exists, and `TypeAffinityFilter` needs the flavor of every instance on a
-//! host, which the state loader does not read: naming either stops startup with the
-//! reason instead of deciding differently from nova.
+//! longer exists: naming it stops startup with the reason instead of deciding
+//! differently from nova.
 
 pub mod aggregate_core_filter;
 pub mod aggregate_disk_filter;
@@ -19,6 +18,7 @@ pub mod group_affinity_filter;
 pub mod group_anti_affinity_filter;
 pub mod ram_filter;
 pub mod retry_filter;
+pub mod type_affinity_filter;
 
 use super::utils::{aggregate_values_from_key, py_float, validate_num_values_or_default, BasedOn};
 use crate::model::HostState;

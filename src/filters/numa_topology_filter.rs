@@ -5,17 +5,19 @@
 //! written back to the host, and a passing host gets `limits['numa_topology']`
 //! (the ratios, plus the request's network metadata) for consumption and compute.
 //!
-//! Requests with PCI devices: nova checks `PciDeviceStats.support_requests` for the
-//! chosen NUMA cells under each candidate's provider mapping. That check is not
-//! available here, so such requests fail every host rather than being placed
-//! where nova might not place them.
+//! Requests with PCI devices: as nova, host cells with devices are tried first and
+//! a permutation of cells is taken only if `PciDeviceStats.support_requests` accepts
+//! the requests on those cells (the requests' `numa_policy`: required, legacy,
+//! preferred, socket) under the candidate's provider mapping.
 
 use super::{FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
+use crate::numa::fit::PciSupportCheck;
 use crate::numa::{
-    numa_fit_instance_to_host, pci_pool_counts, InstanceTopology, Limits, NetworkMetadata,
-    NumaError, NumaTopology, PciContext,
+    numa_fit_instance_to_host, InstanceCell, InstanceTopology, Limits, NetworkMetadata, NumaError,
+    NumaTopology, PciContext,
 };
+use crate::pci::{self, ProviderMapping};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use tracing::{debug, warn};
@@ -92,11 +94,13 @@ impl NUMATopologyFilter {
                    "fails NUMA topology requirements. No host NUMA topology while the instance specified one.");
             return Verdict::fail();
         };
-        if has_pci_requests(spec) {
-            warn!(host = %host.host, "NUMATopologyFilter: NUMA placement of PCI devices is not \
-                  implemented by this scheduler; host fails");
-            return Verdict::fail();
-        }
+        let pci_requests = match pci::spec_requests(spec) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(error = %e, "NUMATopologyFilter: cannot read the request PCI requests; host fails");
+                return Verdict::fail();
+            }
+        };
         let network_metadata = match spec.network_metadata.as_ref() {
             None => None,
             Some(raw) => match NetworkMetadata::from_primitive(raw) {
@@ -112,16 +116,38 @@ impl NUMATopologyFilter {
             ram_allocation_ratio: host.ram_allocation_ratio,
             network_metadata,
         };
-        let pools = pci_pool_counts(host.pci_stats.as_ref());
-        let pci = PciContext {
-            pools: Some(&pools),
-            support_requests: None,
-        };
+        let stats = pci::host_pools(host);
+        let pools = stats.numa_counts();
         // nova clones the spec once per host; every candidate sees that clone as the
         // previous candidate's fit left it.
         let mut topology = (*requested).clone();
         let mut keep = Vec::with_capacity(host.allocation_candidates.len());
-        for _candidate in &host.allocation_candidates {
+        for candidate in &host.allocation_candidates {
+            // nova evaluates `candidate["mappings"]` for every candidate (KeyError
+            // without one); only the PCI check reads what is in it.
+            let Some(raw_mapping) = candidate.get("mappings") else {
+                warn!(host = %host.host, "NUMATopologyFilter: allocation candidate without mappings; host fails");
+                return Verdict::fail();
+            };
+            let mapping = match &pci_requests {
+                None => None,
+                Some(_) => match ProviderMapping::from_json(raw_mapping) {
+                    Some(m) => Some(m),
+                    None => {
+                        warn!(host = %host.host, "NUMATopologyFilter: allocation candidate mappings is not a dict of lists; host fails");
+                        return Verdict::fail();
+                    }
+                },
+            };
+            let numa_pci = pci_requests.as_deref().map(|requests| {
+                pci::NumaPciCheck::new(&stats, requests, mapping.as_ref(), &host_topology)
+            });
+            let check =
+                |cells: &[InstanceCell]| numa_pci.as_ref().map_or(Ok(true), |c| c.check(cells));
+            let pci = PciContext {
+                pools: Some(&pools),
+                support_requests: numa_pci.is_some().then_some(&check as PciSupportCheck<'_>),
+            };
             match fit(&host_topology, &mut topology, &limits, self.pack, &pci) {
                 Ok(fits) => keep.push(fits),
                 Err(e) => {
@@ -155,16 +181,6 @@ fn fit(
     pci: &PciContext<'_>,
 ) -> Result<bool, NumaError> {
     Ok(numa_fit_instance_to_host(host, inst, Some(limits), pack, pci)?.is_some())
-}
-
-/// True when `spec.pci_requests.requests` is a non-empty list.
-pub(crate) fn has_pci_requests(spec: &RequestSpec) -> bool {
-    spec.pci_requests.as_ref().is_some_and(|v| {
-        v.get("nova_object.data")
-            .and_then(|d| d.get("requests"))
-            .and_then(Value::as_array)
-            .is_some_and(|r| !r.is_empty())
-    })
 }
 
 /// `_satisfies_cpu_policy`: `dedicated` + `require` (from the flavor or the image)

@@ -27,6 +27,7 @@ use super::legacy::group_affinity_filter::GroupAffinityFilter;
 use super::legacy::group_anti_affinity_filter::GroupAntiAffinityFilter;
 use super::legacy::ram_filter::RamFilter;
 use super::legacy::retry_filter::RetryFilter;
+use super::legacy::type_affinity_filter::TypeAffinityFilter;
 use super::metrics_filter::MetricsFilter;
 use super::num_instances_filter::NumInstancesFilter;
 use super::numa_topology_filter::NUMATopologyFilter;
@@ -210,6 +211,10 @@ const LEGACY: &[(&str, &str, Factory)] = &[
     (RetryFilter::NAME, RetryFilter::PATH, |_| {
         Box::new(RetryFilter)
     }),
+    (TypeAffinityFilter::NAME, TypeAffinityFilter::PATH, |_| {
+        TypeAffinityFilter::warn_deprecated();
+        Box::new(TypeAffinityFilter)
+    }),
 ];
 
 /// Removed nova filters this daemon cannot offer, with the reason startup gives.
@@ -217,10 +222,6 @@ const UNAVAILABLE: &[(&str, &str)] = &[
     (
         "TrustedFilter",
         "TrustedFilter (removed in nova 17.0.0 Queens) asked an OpenAttestation server for each host's trust level; that service and its API are gone, so no decision can be made",
-    ),
-    (
-        "TypeAffinityFilter",
-        "TypeAffinityFilter (removed in nova 17.0.0 Queens) needs the flavor of every instance on each host, which this scheduler does not load",
     ),
 ];
 
@@ -347,6 +348,8 @@ mod tests {
                 "RetryFilter".into(),
                 "nova.scheduler.filters.availability_zone_filter.AvailabilityZoneFilter".into(),
                 "GroupAntiAffinityFilter".into(),
+                "nova.scheduler.filters.type_filter.TypeAffinityFilter".into(),
+                "TypeAffinityFilter".into(),
             ],
             &FilterConfig::default(),
         )
@@ -360,7 +363,9 @@ mod tests {
                 "DiskFilter",
                 "RetryFilter",
                 "AvailabilityZoneFilter",
-                "GroupAntiAffinityFilter"
+                "GroupAntiAffinityFilter",
+                "TypeAffinityFilter",
+                "TypeAffinityFilter"
             ]
         );
         // A dotted path must be the old one (the class lived in core_filter, not ram_filter).
@@ -379,12 +384,9 @@ mod tests {
                 "{name} is on by default"
             );
         }
-        let err = build_chain(
-            &["TrustedFilter".into(), "TypeAffinityFilter".into()],
-            &FilterConfig::default(),
-        )
-        .expect_err("unavailable");
-        assert_eq!(err.unavailable.len(), 2);
+        let err = build_chain(&["TrustedFilter".into()], &FilterConfig::default())
+            .expect_err("unavailable");
+        assert_eq!(err.unavailable.len(), 1);
         assert!(err.to_string().contains("OpenAttestation"));
     }
 

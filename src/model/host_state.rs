@@ -48,6 +48,10 @@ impl ServiceInfo {
 /// Instance uuid → its `instance_system_metadata` rows `(key, value)`, in row order.
 pub type InstanceSystemMetadata = BTreeMap<String, Vec<(String, String)>>;
 
+/// Instance uuid → its `instances.instance_type_id` (the id of its flavor; None for
+/// a NULL column).
+pub type InstanceFlavorIds = BTreeMap<String, Option<i64>>;
+
 /// Resources and attributes of one compute node, as nova's HostState holds them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostState {
@@ -91,6 +95,11 @@ pub struct HostState {
     pub aggregates: Vec<Arc<Aggregate>>,
     /// Uuids of the instances on this host (only keys matter to in-tree filters).
     pub instances: Arc<BTreeSet<String>>,
+    /// For the legacy TypeAffinityFilter: the flavor id of each instance in
+    /// `instances` whose flavor is known (nova's `HostState.instances` held whole
+    /// Instance objects then). An instance missing here was added by a cast that
+    /// did not carry its flavor and is not known until its row is read again.
+    pub instance_flavor_ids: Arc<InstanceFlavorIds>,
     /// For ImagePropertiesWeigher only: instance uuid → its `instance_system_metadata`
     /// rows `(key, value)` in row order (deleted rows too, as nova's `fill_metadata`
     /// reads them), restricted to the keys that can carry image properties. `None`
@@ -140,17 +149,22 @@ impl HostState {
     }
 
     /// `consume_from_request`'s NUMA step: fit the request's topology (with the
-    /// limits NUMATopologyFilter left on this host, if any), write the fitted
-    /// topology back into the request (`None` when it no longer fits) and add its
-    /// usage to the host. `Err` is where nova raises (it then skips the rest of
-    /// the consumption); the request's topology is already replaced by then.
+    /// limits NUMATopologyFilter left on this host, if any, and the request's PCI
+    /// requests against the host's current pools under the request groups' provider
+    /// mapping), write the fitted topology back into the request (`None` when it no
+    /// longer fits) and add its usage to the host. `Err` is where nova raises (it
+    /// then skips the rest of the consumption); the request's topology is already
+    /// replaced by then.
     pub fn consume_numa(
         &mut self,
         spec_numa: &mut Option<Value>,
+        pci_requests: Option<&[crate::pci::PciRequest]>,
+        mapping: &crate::pci::ProviderMapping,
         pack: bool,
     ) -> Result<(), crate::numa::NumaError> {
+        use crate::numa::fit::PciSupportCheck;
         use crate::numa::{
-            numa_fit_instance_to_host, numa_usage_from_instance, pci_pool_counts, InstanceTopology,
+            numa_fit_instance_to_host, numa_usage_from_instance, InstanceCell, InstanceTopology,
             Limits, PciContext,
         };
         let Some(host_topology) = self.numa.get(self.numa_topology.as_ref())? else {
@@ -168,10 +182,15 @@ impl HostState {
             .get("numa_topology")
             .map(Limits::from_primitive)
             .transpose()?;
-        let pools = pci_pool_counts(self.pci_stats.as_ref());
+        let stats = crate::pci::host_pools(self);
+        let pools = stats.numa_counts();
+        let numa_pci = pci_requests.map(|requests| {
+            crate::pci::NumaPciCheck::new(&stats, requests, Some(mapping), &host_topology)
+        });
+        let check = |cells: &[InstanceCell]| numa_pci.as_ref().map_or(Ok(true), |c| c.check(cells));
         let pci = PciContext {
             pools: Some(&pools),
-            support_requests: None,
+            support_requests: numa_pci.is_some().then_some(&check as PciSupportCheck<'_>),
         };
         let fitted = match numa_fit_instance_to_host(
             &host_topology,
@@ -187,6 +206,8 @@ impl HostState {
                 return Err(e);
             }
         };
+        drop(numa_pci);
+        drop(stats);
         *spec_numa = fitted.as_ref().map(InstanceTopology::to_primitive);
         if let Some(fitted) = fitted {
             let used = numa_usage_from_instance(&host_topology, &fitted)?;

@@ -18,8 +18,9 @@ use super::pyset::PySet;
 use super::{NumaError, MAX_FIT_STEPS};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// `PciDeviceStats.support_requests(requests, provider_mapping, cells)`.
-pub type PciSupportCheck<'a> = &'a dyn Fn(&[InstanceCell]) -> bool;
+/// `PciDeviceStats.support_requests(requests, provider_mapping, cells)` for the
+/// chosen instance cells; `Err` where nova raises (the fit then raises too).
+pub type PciSupportCheck<'a> = &'a dyn Fn(&[InstanceCell]) -> Result<bool, NumaError>;
 
 /// What the fit needs to know about the host's PCI devices.
 pub struct PciContext<'a> {
@@ -116,7 +117,7 @@ pub fn numa_fit_instance_to_host(
         if chosen == k {
             let chosen_cells: Vec<&NumaCell> =
                 perm.iter().map(|&i| &host.cells[order[i]]).collect();
-            if leaf_accepts(host, &chosen_cells, inst, network_metadata, pci) {
+            if leaf_accepts(host, &chosen_cells, inst, network_metadata, pci)? {
                 return Ok(Some(InstanceTopology {
                     cells: inst.cells.clone(),
                     emulator_threads_policy: Some(emulator_threads_policy),
@@ -169,18 +170,18 @@ fn leaf_accepts(
     inst: &InstanceTopology,
     network_metadata: Option<&NetworkMetadata>,
     pci: &PciContext<'_>,
-) -> bool {
+) -> Result<bool, NumaError> {
     if let (Some(check), Some(_)) = (pci.support_requests, pci.pools) {
-        if !check(&inst.cells) {
-            return false;
+        if !check(&inst.cells)? {
+            return Ok(false);
         }
     }
     if let Some(nm) = network_metadata {
         if !cells_support_network_metadata(host, chosen, nm) {
-            return false;
+            return Ok(false);
         }
     }
-    true
+    Ok(true)
 }
 
 /// `_numa_cells_support_network_metadata`.

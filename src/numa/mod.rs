@@ -64,6 +64,9 @@ pub enum NumaError {
     },
     #[error("NUMA fit needs more than {MAX_FIT_STEPS} steps; treated as not fitting")]
     TooComplex,
+    /// nova's `PciDeviceStats.support_requests` raised inside the fit.
+    #[error("PCI request check raised: {0}")]
+    Pci(String),
 }
 
 impl NumaError {

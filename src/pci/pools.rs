@@ -89,6 +89,21 @@ impl PciStats {
         }
     }
 
+    /// `(numa_node, count)` of each pool in pool order, what `numa_fit_instance_to_host`
+    /// sorts host cells by (a pool without a `numa_node` counts under None).
+    pub fn numa_counts(&self) -> Vec<(Option<i64>, i64)> {
+        self.pools
+            .iter()
+            .map(|p| {
+                let node = match p.get("numa_node") {
+                    Some(PciValue::Int(n)) => Some(*n),
+                    _ => None,
+                };
+                (node, p.count)
+            })
+            .collect()
+    }
+
     /// Σ pool counts (`PCIWeigher`'s free device count).
     pub fn free_devices(&self) -> i64 {
         self.pools.iter().map(|p| p.count).sum()

@@ -21,9 +21,9 @@
 
 use super::cells::CellDb;
 use super::compute::{self, ComputeNodeRow, ServiceRow};
-use super::queries::{self, Change, InstanceRow};
+use super::queries::{self, Change, HostInstance, InstanceRow};
 use super::{read, write, HostStateStore, StateError};
-use crate::model::HostState;
+use crate::model::{HostState, InstanceFlavorIds};
 use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
 use futures_util::future::join_all;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -94,6 +94,8 @@ struct CellCache {
     node_by_uuid: HashMap<String, i64>,
     instance_host: HashMap<String, String>,
     instances_by_host: HashMap<String, Arc<BTreeSet<String>>>,
+    /// The flavor id of each instance of `instances_by_host` whose flavor is known.
+    flavors_by_host: HashMap<String, Arc<InstanceFlavorIds>>,
     watermark: Option<NaiveDateTime>,
     last_full: Option<Instant>,
 }
@@ -123,7 +125,7 @@ impl CellCache {
         ratios: &compute::RatioDefaults,
         services: Vec<ServiceRow>,
         nodes: Vec<ComputeNodeRow>,
-        instances: Vec<(String, String)>,
+        instances: Vec<HostInstance>,
         previous: Option<&CellCache>,
     ) -> Self {
         let mut cache = CellCache::default();
@@ -142,14 +144,20 @@ impl CellCache {
             }
         }
         let mut by_host: HashMap<String, BTreeSet<String>> = HashMap::new();
-        for (host, uuid) in instances {
+        let mut flavors: HashMap<String, InstanceFlavorIds> = HashMap::new();
+        for inst in instances {
             by_host
-                .entry(host.clone())
+                .entry(inst.host.clone())
                 .or_default()
-                .insert(uuid.clone());
-            cache.instance_host.insert(uuid, host);
+                .insert(inst.uuid.clone());
+            flavors
+                .entry(inst.host.clone())
+                .or_default()
+                .insert(inst.uuid.clone(), inst.flavor_id);
+            cache.instance_host.insert(inst.uuid, inst.host);
         }
         cache.instances_by_host = by_host.into_iter().map(|(h, s)| (h, Arc::new(s))).collect();
+        cache.flavors_by_host = flavors.into_iter().map(|(h, f)| (h, Arc::new(f))).collect();
         cache
     }
 
@@ -238,11 +246,14 @@ impl CellCache {
             }
         }
         if let Some(host) = new_host {
-            self.add_instance(&host, &row.uuid);
+            self.add_instance(&host, &row.uuid, Some(row.flavor_id));
         }
     }
 
-    fn add_instance(&mut self, host: &str, uuid: &str) {
+    /// `flavor`: the instance's flavor id (itself None for a NULL column), or None
+    /// when the source did not say (a cast without `instance_type_id`): a flavor
+    /// already known for the instance on this host is then kept.
+    fn add_instance(&mut self, host: &str, uuid: &str, flavor: Option<Option<i64>>) {
         if let Some(old) = self.instance_host.get(uuid) {
             if old != host {
                 let old = old.clone();
@@ -254,6 +265,12 @@ impl CellCache {
         let set = self.instances_by_host.entry(host.to_string()).or_default();
         if !set.contains(uuid) {
             Arc::make_mut(set).insert(uuid.to_string());
+        }
+        if let Some(flavor) = flavor {
+            let flavors = self.flavors_by_host.entry(host.to_string()).or_default();
+            if flavors.get(uuid) != Some(&flavor) {
+                Arc::make_mut(flavors).insert(uuid.to_string(), flavor);
+            }
         }
     }
 
@@ -269,9 +286,23 @@ impl CellCache {
                 self.instances_by_host.remove(host);
             }
         }
+        if let Some(flavors) = self.flavors_by_host.get_mut(host) {
+            if flavors.contains_key(uuid) {
+                Arc::make_mut(flavors).remove(uuid);
+            }
+            if flavors.is_empty() {
+                self.flavors_by_host.remove(host);
+            }
+        }
     }
 
-    fn replace_host_instances(&mut self, host: &str, uuids: &BTreeSet<String>) {
+    /// `flavors`: each uuid's flavor id when the source carries them (a cell read).
+    fn replace_host_instances(
+        &mut self,
+        host: &str,
+        uuids: &BTreeSet<String>,
+        flavors: Option<&InstanceFlavorIds>,
+    ) {
         let current: Vec<String> = self
             .instances_by_host
             .get(host)
@@ -281,7 +312,8 @@ impl CellCache {
             self.remove_instance(host, uuid);
         }
         for uuid in uuids {
-            self.add_instance(host, uuid);
+            let flavor = flavors.and_then(|f| f.get(uuid).copied());
+            self.add_instance(host, uuid, flavor);
         }
     }
 
@@ -304,6 +336,9 @@ impl CellCache {
         state.aggregates = aggregates.for_host(host);
         if let Some(insts) = self.instances_by_host.get(host) {
             state.instances = Arc::clone(insts);
+        }
+        if let Some(flavors) = self.flavors_by_host.get(host) {
+            state.instance_flavor_ids = Arc::clone(flavors);
         }
         if let Some((now, ttl)) = retain {
             let ttl = ChronoDuration::from_std(ttl).unwrap_or(ChronoDuration::MAX);
@@ -718,13 +753,16 @@ impl HostStateCache {
                 }
                 c.upsert_node(&db.cell.uuid, &self.store.ratios, n, false);
             }
-            let mut by_host: HashMap<String, BTreeSet<String>> = HashMap::new();
-            for (host, uuid) in instances {
-                by_host.entry(host).or_default().insert(uuid);
+            let mut by_host: HashMap<String, (BTreeSet<String>, InstanceFlavorIds)> =
+                HashMap::new();
+            for inst in instances {
+                let (uuids, flavors) = by_host.entry(inst.host).or_default();
+                uuids.insert(inst.uuid.clone());
+                flavors.insert(inst.uuid, inst.flavor_id);
             }
             for host in hosts {
-                let set = by_host.remove(&host).unwrap_or_default();
-                c.replace_host_instances(&host, &set);
+                let (uuids, flavors) = by_host.remove(&host).unwrap_or_default();
+                c.replace_host_instances(&host, &uuids, Some(&flavors));
             }
         }
         let mut unknown = self.unknown_uuids.lock().unwrap_or_else(|p| p.into_inner());
@@ -757,12 +795,13 @@ impl HostStateCache {
             .cloned()
     }
 
-    /// nova's `update_instance_info` cast: these instances are on `host`.
-    pub fn update_instance_info(&self, host: &str, instance_uuids: &[String]) {
+    /// nova's `update_instance_info` cast: these instances are on `host`, each with
+    /// its flavor id when the Instance object carried `instance_type_id`.
+    pub fn update_instance_info(&self, host: &str, instances: &[(String, Option<Option<i64>>)]) {
         if let Some(cache) = self.cell_of_host(host) {
             let mut c = write(&cache);
-            for uuid in instance_uuids {
-                c.add_instance(host, uuid);
+            for (uuid, flavor) in instances {
+                c.add_instance(host, uuid, *flavor);
             }
         }
     }
@@ -789,7 +828,7 @@ impl HostStateCache {
             .map_or(wanted.is_empty(), |s| **s == wanted);
         if !matches {
             tracing::info!(%host, "The instance sync for host did not match. Re-created its InstanceList.");
-            c.replace_host_instances(host, &wanted);
+            c.replace_host_instances(host, &wanted, None);
         }
         matches
     }

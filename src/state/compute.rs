@@ -71,20 +71,38 @@ pub(super) struct CellRows {
     pub cell_uuid: String,
     pub services: Vec<ServiceRow>,
     pub nodes: Vec<ComputeNodeRow>,
-    /// `(host, instance uuid)` pairs of live instances on the nodes' hosts.
-    pub instances: Vec<(String, String)>,
+    /// Live instances on the nodes' hosts.
+    pub instances: Vec<super::queries::HostInstance>,
+}
+
+/// The instances of one host: their uuids, and each one's flavor id.
+#[derive(Debug, Clone, Default)]
+pub(super) struct HostInstances {
+    pub uuids: Arc<BTreeSet<String>>,
+    pub flavor_ids: Arc<crate::model::InstanceFlavorIds>,
 }
 
 impl CellRows {
-    pub fn instances_by_host(&self) -> HashMap<String, Arc<BTreeSet<String>>> {
-        let mut by_host: HashMap<String, BTreeSet<String>> = HashMap::new();
-        for (host, uuid) in &self.instances {
-            by_host
-                .entry(host.clone())
-                .or_default()
-                .insert(uuid.clone());
+    pub fn instances_by_host(&self) -> HashMap<String, HostInstances> {
+        let mut by_host: HashMap<String, (BTreeSet<String>, crate::model::InstanceFlavorIds)> =
+            HashMap::new();
+        for inst in &self.instances {
+            let (uuids, flavors) = by_host.entry(inst.host.clone()).or_default();
+            uuids.insert(inst.uuid.clone());
+            flavors.insert(inst.uuid.clone(), inst.flavor_id);
         }
-        by_host.into_iter().map(|(h, s)| (h, Arc::new(s))).collect()
+        by_host
+            .into_iter()
+            .map(|(h, (uuids, flavors))| {
+                (
+                    h,
+                    HostInstances {
+                        uuids: Arc::new(uuids),
+                        flavor_ids: Arc::new(flavors),
+                    },
+                )
+            })
+            .collect()
     }
 }
 

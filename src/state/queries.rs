@@ -19,7 +19,28 @@ const COMPUTE_COLUMNS: &str = "id, host, hypervisor_hostname, uuid, vcpus, vcpus
      pci_stats, numa_topology, stats, cpu_allocation_ratio, ram_allocation_ratio, \
      disk_allocation_ratio, updated_at";
 
-pub(super) type CellAnswer = (Vec<ServiceRow>, Vec<ComputeNodeRow>, Vec<(String, String)>);
+pub(super) type CellAnswer = (Vec<ServiceRow>, Vec<ComputeNodeRow>, Vec<HostInstance>);
+
+/// A live instance on a host: its uuid and `instance_type_id` (the id of its flavor,
+/// NULL-able in nova's schema), which the legacy TypeAffinityFilter compares.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct HostInstance {
+    pub host: String,
+    pub uuid: String,
+    pub flavor_id: Option<i64>,
+}
+
+fn host_instance(row: &MySqlRow) -> Result<Option<HostInstance>, sqlx::Error> {
+    let host: Option<String> = row.try_get("host")?;
+    Ok(match host {
+        Some(host) => Some(HostInstance {
+            host,
+            uuid: row.try_get("uuid")?,
+            flavor_id: row.try_get("instance_type_id")?,
+        }),
+        None => None,
+    })
+}
 
 /// Services and compute nodes (concurrently), then the instances on the nodes' hosts.
 /// `uuids = None` reads every live node (`ORDER BY id`, as nova's `get_all`).
@@ -127,16 +148,16 @@ fn float_column(row: &MySqlRow, column: &str) -> Result<Option<f64>, sqlx::Error
     Ok(value.map(|v| v.to_string().parse().unwrap_or(f64::from(v))))
 }
 
-/// `SELECT host, uuid FROM instances WHERE deleted = 0 AND host IN (...)`, one query
-/// (per 10,000 hosts) for all hosts of the cell; nova runs it per host.
+/// `SELECT host, uuid, instance_type_id FROM instances WHERE deleted = 0 AND host IN
+/// (...)`, one query (per 10,000 hosts) for all hosts of the cell; nova runs it per host.
 async fn instances_on_hosts(
     pool: &MySqlPool,
     hosts: &[&str],
-) -> Result<Vec<(String, String)>, sqlx::Error> {
+) -> Result<Vec<HostInstance>, sqlx::Error> {
     let mut out = Vec::new();
     for chunk in hosts.chunks(MAX_IN_LIST) {
         let sql = format!(
-            "SELECT host, uuid FROM instances WHERE deleted = 0 AND host IN ({})",
+            "SELECT host, uuid, instance_type_id FROM instances WHERE deleted = 0 AND host IN ({})",
             placeholders(chunk.len())
         );
         let mut query = sqlx::query(AssertSqlSafe(sql)).persistent(false);
@@ -144,11 +165,7 @@ async fn instances_on_hosts(
             query = query.bind(*host);
         }
         for row in query.fetch_all(pool).await? {
-            let host: Option<String> = row.try_get("host")?;
-            let uuid: String = row.try_get("uuid")?;
-            if let Some(host) = host {
-                out.push((host, uuid));
-            }
+            out.extend(host_instance(&row)?);
         }
     }
     Ok(out)
@@ -238,23 +255,27 @@ pub(super) async fn changed_compute_nodes(
     moved_since(pool, sql, since, compute_node_row).await
 }
 
-/// An instance's placement as the cache tracks it: uuid, host, and whether the
-/// row still counts (`deleted = 0`).
+/// An instance's placement as the cache tracks it: uuid, host, flavor id, and
+/// whether the row still counts (`deleted = 0`).
 pub(super) struct InstanceRow {
     pub uuid: String,
     pub host: Option<String>,
+    pub flavor_id: Option<i64>,
     pub live: bool,
 }
 
 /// Every live instance of the cell that has a host.
-pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let rows =
-        sqlx::query("SELECT host, uuid FROM instances WHERE deleted = 0 AND host IS NOT NULL")
-            .fetch_all(pool)
-            .await?;
-    rows.iter()
-        .map(|row| Ok((row.try_get("host")?, row.try_get("uuid")?)))
-        .collect()
+pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<HostInstance>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT host, uuid, instance_type_id FROM instances WHERE deleted = 0 AND host IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        out.extend(host_instance(row)?);
+    }
+    Ok(out)
 }
 
 /// Instances created, updated or deleted after `since`.
@@ -262,19 +283,30 @@ pub(super) async fn changed_instances(
     pool: &MySqlPool,
     since: NaiveDateTime,
 ) -> Result<Vec<InstanceRow>, sqlx::Error> {
-    fn uuid_and_host(row: &MySqlRow) -> Result<(String, Option<String>), sqlx::Error> {
-        Ok((row.try_get("uuid")?, row.try_get("host")?))
+    type Fields = (String, Option<String>, Option<i64>);
+    fn fields(row: &MySqlRow) -> Result<Fields, sqlx::Error> {
+        Ok((
+            row.try_get("uuid")?,
+            row.try_get("host")?,
+            row.try_get("instance_type_id")?,
+        ))
     }
-    let sql = format!("SELECT uuid, host, deleted FROM instances WHERE {MOVED_SINCE}");
-    let changes = moved_since(pool, sql, since, uuid_and_host).await?;
+    let sql =
+        format!("SELECT uuid, host, instance_type_id, deleted FROM instances WHERE {MOVED_SINCE}");
+    let changes = moved_since(pool, sql, since, fields).await?;
     Ok(changes
         .into_iter()
         .map(|change| {
-            let (live, (uuid, host)) = match change {
+            let (live, (uuid, host, flavor_id)) = match change {
                 Change::Live(v) => (true, v),
                 Change::Deleted(v) => (false, v),
             };
-            InstanceRow { uuid, host, live }
+            InstanceRow {
+                uuid,
+                host,
+                flavor_id,
+                live,
+            }
         })
         .collect())
 }

@@ -18,7 +18,11 @@ Reads JSON lines on stdin, writes one JSON line per input line on stdout.
          "direct" is numa_fit_instance_to_host on a copy with the host's ratios.
 
 `host` = {"numa_topology": primitive, "cpu_allocation_ratio", "ram_allocation_ratio",
-"pci_pools": [[numa_node, count], ...], "candidates": n}.
+"pci_pools": [[numa_node, count], ...], "candidates": n}: pool i is product "p<i>"
+of vendor "v". An optional "pci_requests": [{"count", "product_id" | null,
+"numa_policy" | null, "request_id"}, ...] becomes the spec's InstancePCIRequests
+(spec [{"vendor_id": "v"(, "product_id")}], alias "a"); each step then also reports
+"pci_pools": [[product_id, numa_node, count], ...] of the host after consumption.
 
 Anything the oracle cannot build is answered {"oracle_error": text}.
 Run with the venv's python and OS_NOVA_DISABLE_EVENTLET_PATCHING=true.
@@ -111,6 +115,27 @@ def build_host(h):
     return state
 
 
+def build_pci_requests(reqs):
+    if reqs is None:
+        return None
+    out = []
+    for r in reqs:
+        spec = {"vendor_id": "v"}
+        if r.get("product_id") is not None:
+            spec["product_id"] = r["product_id"]
+        req = objects.InstancePCIRequest(
+            count=r["count"], spec=[spec], alias_name="a", request_id=r["request_id"]
+        )
+        if r.get("numa_policy") is not None:
+            req.numa_policy = r["numa_policy"]
+        out.append(req)
+    return objects.InstancePCIRequests(requests=out)
+
+
+def pools_summary(stats):
+    return [[p.get("product_id"), p.get("numa_node"), p["count"]] for p in stats.pools]
+
+
 def primitive_or_none(obj):
     return None if obj is None else obj.obj_to_primitive()
 
@@ -143,7 +168,7 @@ def run_case(case):
         flavor=flavor,
         image=image,
         numa_topology=constraints,
-        pci_requests=None,
+        pci_requests=build_pci_requests(case.get("pci_requests")),
         num_instances=case["instances"],
         instance_uuid="00000000-0000-0000-0000-000000000001",
     )
@@ -168,7 +193,7 @@ def run_case(case):
                 host.numa_topology,
                 copy.deepcopy(spec.numa_topology),
                 limits=limits,
-                pci_requests=None,
+                pci_requests=spec.pci_requests.requests if spec.pci_requests else None,
                 pci_stats=host.pci_stats,
                 provider_mapping={},
             )
@@ -193,6 +218,8 @@ def run_case(case):
         step["consumed"] = host.num_io_ops != io_before
         step["fitted"] = primitive_or_none(spec.numa_topology)
         step["host"] = host_summary(host.numa_topology)
+        if case.get("pci_requests") is not None:
+            step["pci_pools"] = pools_summary(host.pci_stats)
         out["steps"].append(step)
     return out
 

@@ -275,15 +275,175 @@ fn consumption_pins_and_next_instance_sees_it() {
         json!({}),
     );
     assert!(passes(&mut h, &s));
-    h.consume_numa(&mut s.numa_topology, false).unwrap();
+    h.consume_numa(&mut s.numa_topology, None, &Default::default(), false)
+        .unwrap();
     let fitted = InstanceTopology::from_primitive(s.numa_topology.as_ref().unwrap()).unwrap();
     let first = fitted.cells[0].id;
     assert!(passes(&mut h, &s));
-    h.consume_numa(&mut s.numa_topology, false).unwrap();
+    h.consume_numa(&mut s.numa_topology, None, &Default::default(), false)
+        .unwrap();
     let fitted = InstanceTopology::from_primitive(s.numa_topology.as_ref().unwrap()).unwrap();
     assert_ne!(
         fitted.cells[0].id, first,
         "the first cell's dedicated CPUs are used up"
     );
     assert!(!passes(&mut h, &s), "both cells are pinned full");
+}
+
+/// One PCI request for `count` devices of vendor `v` with a NUMA affinity policy.
+fn pci_request(count: i64, policy: Option<&str>) -> Value {
+    json!({"nova_object.name": "InstancePCIRequests", "nova_object.namespace": "nova",
+        "nova_object.version": "1.1", "nova_object.data": {"requests": [
+        {"nova_object.name": "InstancePCIRequest", "nova_object.namespace": "nova",
+         "nova_object.version": "1.4", "nova_object.data": {"count": count,
+         "spec": [{"vendor_id": "v"}], "alias_name": "a", "request_id": "r1",
+         "numa_policy": policy}}]}})
+}
+
+/// The 2-cell fixture with one device pool per `(numa_node, count)`.
+fn pci_host(pools: &[(Option<i64>, i64)]) -> HostState {
+    let mut h = host(Some(no_ht()), 16.0, 1.5, 1);
+    h.pci_stats = Some(Value::Array(
+        pools
+            .iter()
+            .map(|(n, c)| json!({"vendor_id": "v", "product_id": "p", "numa_node": n, "count": c}))
+            .collect(),
+    ));
+    h
+}
+
+fn one_cell_with_pci(memory: i64, count: i64, policy: Option<&str>) -> RequestSpec {
+    let mut s = spec(
+        vec![icell(0, &[1], &[], memory, None, None, None)],
+        &[],
+        json!({}),
+    );
+    s.pci_requests = Some(pci_request(count, policy));
+    s
+}
+
+fn fitted_cell(s: &RequestSpec) -> i64 {
+    InstanceTopology::from_primitive(s.numa_topology.as_ref().unwrap())
+        .unwrap()
+        .cells[0]
+        .id
+}
+
+fn consume(h: &mut HostState, s: &mut RequestSpec) {
+    let requests = pci::spec_requests(s).unwrap();
+    h.consume_numa(
+        &mut s.numa_topology,
+        requests.as_deref(),
+        &Default::default(),
+        false,
+    )
+    .unwrap();
+    let cells = s
+        .numa_topology
+        .as_ref()
+        .map(|t| InstanceTopology::from_primitive(t).unwrap().cells);
+    assert!(pci::consume_from_request(h, s, cells.as_deref()));
+}
+
+#[test]
+fn numa_and_pci_in_one_request_fit_on_the_device_cell() {
+    // Before this was wired, any request with both failed every host.
+    for policy in [None, Some("legacy"), Some("required"), Some("preferred")] {
+        let mut h = pci_host(&[(Some(1), 1)]);
+        let mut s = one_cell_with_pci(256, 1, policy);
+        assert!(passes(&mut h, &s), "policy {policy:?}");
+        consume(&mut h, &mut s);
+        assert_eq!(fitted_cell(&s), 1, "the cell with the device comes first");
+        assert_eq!(pci::host_pools(&h).free_devices(), 0, "the device is taken");
+        assert!(!passes(&mut h, &s), "no device left, policy {policy:?}");
+    }
+}
+
+#[test]
+fn numa_affinity_policies_decide_when_the_device_cell_is_full() {
+    // Cell 1 (with the device) cannot hold 400 MiB more once 300 of its 512 MiB are
+    // used (RAM ratio 1.0); cell 0 can.
+    let full_cell_1 = |h: &mut HostState| {
+        let mut t = h.numa_topology.take().unwrap();
+        t["nova_object.data"]["cells"][1]["nova_object.data"]["memory_usage"] = json!(300);
+        h.numa_topology = Some(t);
+        h.ram_allocation_ratio = 1.0;
+    };
+    let verdict = |policy: Option<&str>, sockets: [Option<i64>; 2]| {
+        let mut h = pci_host(&[(Some(1), 1)]);
+        full_cell_1(&mut h);
+        let mut t = h.numa_topology.take().unwrap();
+        for (i, s) in sockets.iter().enumerate() {
+            t["nova_object.data"]["cells"][i]["nova_object.data"]["socket"] = json!(s);
+        }
+        h.numa_topology = Some(t);
+        let s = one_cell_with_pci(400, 1, policy);
+        passes(&mut h, &s)
+    };
+    assert!(
+        !verdict(None, [Some(0), Some(0)]),
+        "legacy: the device must be local"
+    );
+    assert!(!verdict(Some("legacy"), [Some(0), Some(0)]));
+    assert!(!verdict(Some("required"), [Some(0), Some(0)]));
+    assert!(verdict(Some("preferred"), [Some(0), Some(0)]));
+    assert!(verdict(Some("socket"), [Some(0), Some(0)]), "same socket");
+    assert!(!verdict(Some("socket"), [Some(0), Some(1)]), "other socket");
+    assert!(
+        !verdict(Some("socket"), [Some(0), None]),
+        "no socket information"
+    );
+    // A device without NUMA affinity serves legacy and preferred, not required.
+    let no_node = |policy: Option<&str>| {
+        let mut h = pci_host(&[(None, 1)]);
+        let s = one_cell_with_pci(256, 1, policy);
+        passes(&mut h, &s)
+    };
+    assert!(no_node(None));
+    assert!(no_node(Some("preferred")));
+    assert!(!no_node(Some("required")));
+}
+
+#[test]
+fn pci_requests_without_devices_or_mappings_fail() {
+    let mut h = pci_host(&[]);
+    assert!(!passes(&mut h, &one_cell_with_pci(256, 1, None)));
+    let mut h = pci_host(&[(Some(0), 1)]);
+    h.allocation_candidates = vec![json!({"no": "mappings"})];
+    assert!(!passes(&mut h, &one_cell_with_pci(256, 1, None)));
+    // nova reads `candidate["mappings"]` with or without PCI requests (KeyError).
+    let mut h = pci_host(&[(Some(0), 1)]);
+    h.allocation_candidates = vec![json!({"no": "mappings"})];
+    let s = spec(
+        vec![icell(0, &[1], &[], 256, None, None, None)],
+        &[],
+        json!({}),
+    );
+    assert!(!passes(&mut h, &s));
+}
+
+#[test]
+fn hostile_pci_requests_in_a_numa_fit_are_bounded() {
+    // 100 requests of 1,000 specs each over 100 pools: each permutation's PCI check
+    // would compare millions of pool/spec pairs; the fit's budget stops it at once.
+    let specs: Vec<Value> = (0..1000)
+        .map(|i| json!({"vendor_id": format!("v{i}")}))
+        .collect();
+    let requests: Vec<Value> = (0..100)
+        .map(|i| {
+            json!({"nova_object.name": "InstancePCIRequest", "nova_object.namespace": "nova",
+                   "nova_object.version": "1.4", "nova_object.data": {"count": 1,
+                   "spec": specs, "alias_name": "a", "request_id": format!("r{i}")}})
+        })
+        .collect();
+    let pools: Vec<(Option<i64>, i64)> = (0..100).map(|i| (Some(i % 2), 1)).collect();
+    let mut h = pci_host(&pools);
+    let mut s = one_cell_with_pci(256, 1, None);
+    s.pci_requests = Some(json!({"nova_object.name": "InstancePCIRequests",
+        "nova_object.namespace": "nova", "nova_object.version": "1.1",
+        "nova_object.data": {"requests": requests}}));
+    assert!(!passes(&mut h, &s));
+    // The same requests on few pools stay within the budget and are decided.
+    let mut h = pci_host(&[(Some(1), 1)]);
+    assert!(!passes(&mut h, &s), "vendor v matches no v<i> spec");
 }

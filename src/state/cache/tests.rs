@@ -44,6 +44,14 @@ fn node(id: i64, host: &str, free_ram_mb: i64, updated: i64) -> ComputeNodeRow {
     }
 }
 
+fn inst(host: &str, uuid: &str, flavor_id: Option<i64>) -> HostInstance {
+    HostInstance {
+        host: host.into(),
+        uuid: uuid.into(),
+        flavor_id,
+    }
+}
+
 fn cell() -> CellCache {
     CellCache::from_rows(
         CELL,
@@ -54,7 +62,7 @@ fn cell() -> CellCache {
             node(20, "h2", 4000, 0),
             node(30, "orphan", 1, 0),
         ],
-        vec![("h1".into(), "i-a".into()), ("h1".into(), "i-b".into())],
+        vec![inst("h1", "i-a", Some(1)), inst("h1", "i-b", Some(2))],
         None,
     )
 }
@@ -165,6 +173,7 @@ fn instances_move_and_vanish() {
     c.apply_instance(InstanceRow {
         uuid: "i-a".into(),
         host: Some("h2".into()),
+        flavor_id: Some(1),
         live: true,
     });
     assert_eq!(c.instances_by_host["h1"].len(), 1);
@@ -172,6 +181,7 @@ fn instances_move_and_vanish() {
     c.apply_instance(InstanceRow {
         uuid: "i-a".into(),
         host: Some("h2".into()),
+        flavor_id: Some(1),
         live: false,
     });
     assert!(!c.instances_by_host.contains_key("h2"));
@@ -187,7 +197,7 @@ fn instances_move_and_vanish() {
 fn replace_host_instances_is_exact() {
     let mut c = cell();
     let wanted: BTreeSet<String> = ["i-b".to_string(), "i-c".to_string()].into();
-    c.replace_host_instances("h1", &wanted);
+    c.replace_host_instances("h1", &wanted, None);
     assert_eq!(*c.instances_by_host["h1"], wanted);
     assert!(!c.instance_host.contains_key("i-a"));
     assert_eq!(c.instance_host["i-c"], "h1");
@@ -219,4 +229,46 @@ fn node_uuid_index_follows_changes_and_deletes() {
     c.delete_node(10);
     assert!(!c.node_by_uuid.contains_key("new-uuid"));
     assert!(!c.nodes.contains_key(&10));
+}
+
+#[test]
+fn instance_flavors_follow_rows_and_casts() {
+    let mut c = cell();
+    let aggs = crate::state::aggregates::AggregateCache::default();
+    let flavors = |c: &CellCache, id: i64| {
+        c.host_state(id, &aggs, None)
+            .unwrap()
+            .instance_flavor_ids
+            .iter()
+            .map(|(u, f)| (u.clone(), *f))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        flavors(&c, 10),
+        vec![("i-a".into(), Some(1)), ("i-b".into(), Some(2))]
+    );
+    // A row moving to h2 takes its flavor along; a resize changes it.
+    c.apply_instance(InstanceRow {
+        uuid: "i-a".into(),
+        host: Some("h2".into()),
+        flavor_id: Some(5),
+        live: true,
+    });
+    assert_eq!(flavors(&c, 10), vec![("i-b".into(), Some(2))]);
+    assert_eq!(flavors(&c, 20), vec![("i-a".into(), Some(5))]);
+    // A cast without the flavor keeps the known one; one with it replaces it.
+    c.add_instance("h2", "i-a", None);
+    assert_eq!(flavors(&c, 20), vec![("i-a".into(), Some(5))]);
+    c.add_instance("h2", "i-a", Some(Some(6)));
+    assert_eq!(flavors(&c, 20), vec![("i-a".into(), Some(6))]);
+    // A new instance from a cast without the flavor is on the host, flavor unknown.
+    c.add_instance("h2", "i-new", None);
+    let h2 = c.host_state(20, &aggs, None).unwrap();
+    assert!(h2.instances.contains("i-new"));
+    assert!(!h2.instance_flavor_ids.contains_key("i-new"));
+    // Leaving the host forgets the flavor; a sync drops what it does not list.
+    c.remove_instance("h2", "i-a");
+    assert!(flavors(&c, 20).is_empty());
+    c.replace_host_instances("h1", &BTreeSet::new(), None);
+    assert!(flavors(&c, 10).is_empty());
 }
