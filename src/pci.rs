@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub fn host_pools(host: &HostState) -> Cow<'_, PciStats> {
     match &host.pci {
         Some(stats) => Cow::Borrowed(stats.as_ref()),
-        None => Cow::Owned(PciStats::from_raw(host.pci_stats.as_ref())),
+        None => Cow::Owned(PciStats::from_raw(host.pci_stats.as_deref())),
     }
 }
 
@@ -55,7 +55,7 @@ pub fn consume_from_request(host: &mut HostState, spec: &RequestSpec) -> bool {
     let mapping = request_group_mapping(spec);
     let stats = host
         .pci
-        .get_or_insert_with(|| Arc::new(PciStats::from_raw(host.pci_stats.as_ref())));
+        .get_or_insert_with(|| Arc::new(PciStats::from_raw(host.pci_stats.as_deref())));
     Arc::make_mut(stats)
         .apply_requests(&requests, Some(&mapping), None)
         .is_ok()

@@ -569,15 +569,15 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
     let mut host = HostState {
         host: "host1".into(),
         nodename: "node1".into(),
-        numa_topology: Some(c.host_topology.clone()),
+        numa_topology: Some(std::sync::Arc::new(c.host_topology.clone())),
         cpu_allocation_ratio: c.cpu_ratio,
         ram_allocation_ratio: c.ram_ratio,
-        pci_stats: Some(Value::Array(
+        pci_stats: Some(std::sync::Arc::new(Value::Array(
             c.pools
                 .iter()
                 .map(|(n, k)| json!({"numa_node": n, "count": k}))
                 .collect(),
-        )),
+        ))),
         allocation_candidates: (0..c.candidates).map(|_| json!({"mappings": {}})).collect(),
         ..Default::default()
     };
@@ -613,7 +613,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
     for _ in 0..c.instances {
         let mut step = Map::new();
         // direct fit on a copy, limits from the host ratios (+ network metadata)
-        let host_topo = host.numa.get(host.numa_topology.as_ref());
+        let host_topo = host.numa.get(host.numa_topology.as_deref());
         match (&host_topo, spec.numa_topology.as_ref()) {
             (Ok(ht), Some(raw)) => {
                 let mut inst =
@@ -626,7 +626,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                         .as_ref()
                         .map(|v| NetworkMetadata::from_primitive(v).expect("nm")),
                 };
-                let pools = pci_pool_counts(host.pci_stats.as_ref());
+                let pools = pci_pool_counts(host.pci_stats.as_deref());
                 let pci = PciContext {
                     pools: Some(&pools),
                     support_requests: None,
@@ -679,7 +679,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
         );
         step.insert(
             "host".into(),
-            match host.numa.get(host.numa_topology.as_ref()) {
+            match host.numa.get(host.numa_topology.as_deref()) {
                 Ok(Some(t)) => host_summary(&t),
                 _ => Value::Null,
             },

@@ -192,7 +192,7 @@ async fn candidates_for_a_flavor() {
         ]
     );
     assert_eq!(
-        got.provider_summaries.keys().collect::<Vec<_>>(),
+        got.provider_uuids.iter().collect::<Vec<_>>(),
         vec![&big]
     );
     // Bad query: Placement's 400 is an Http error the caller can tell apart.
@@ -518,7 +518,7 @@ async fn password_auth_through_a_keystone_stand_in() {
             .get_allocation_candidates(&query(tag), None)
             .await
             .expect("candidates");
-        assert_eq!(got.provider_summaries.keys().collect::<Vec<_>>(), vec![&rp]);
+        assert_eq!(got.provider_uuids.iter().collect::<Vec<_>>(), vec![&rp]);
     }
     let posts = keystone.recorded();
     assert_eq!(posts.len(), 1, "the token is cached");

@@ -3,6 +3,7 @@
 //! candidate hosts, stop when one leaves nothing, and keep a per-filter history.
 
 use super::{FilterRequest, HostFilter};
+use crate::model::host_state::positions_in_memory_order;
 use crate::model::HostState;
 use tracing::{debug, info};
 
@@ -79,7 +80,13 @@ impl FilterChain {
             }
             let start = current.len();
             if !(req.is_rebuild && !filter.run_on_rebuild()) {
-                current.retain(|&i| passes(filter.as_ref(), i));
+                // Hosts are visited in memory order; the survivors keep their order.
+                let mut keep = vec![false; current.len()];
+                for p in positions_in_memory_order(&current) {
+                    keep[p] = passes(filter.as_ref(), current[p]);
+                }
+                let mut kept = keep.into_iter();
+                current.retain(|_| kept.next().unwrap_or(false));
             }
             history.push(FilterStep {
                 filter: filter.name(),

@@ -58,7 +58,7 @@ impl NUMATopologyFilter {
             warn!(host = %host.host, "NUMATopologyFilter: request has no image; host fails");
             return Verdict::fail();
         };
-        let host_topology = match host.numa.get(host.numa_topology.as_ref()) {
+        let host_topology = match host.numa.get(host.numa_topology.as_deref()) {
             Ok(t) => t.filter(|t| t.is_truthy()),
             Err(e) => {
                 warn!(host = %host.host, node = %host.nodename, error = %e,
@@ -112,7 +112,7 @@ impl NUMATopologyFilter {
             ram_allocation_ratio: host.ram_allocation_ratio,
             network_metadata,
         };
-        let pools = pci_pool_counts(host.pci_stats.as_ref());
+        let pools = pci_pool_counts(host.pci_stats.as_deref());
         let pci = PciContext {
             pools: Some(&pools),
             support_requests: None,

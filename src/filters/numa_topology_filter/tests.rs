@@ -42,7 +42,7 @@ fn host(topology: Option<Value>, cpu: f64, ram: f64, candidates: usize) -> HostS
     HostState {
         host: "host1".into(),
         nodename: "node1".into(),
-        numa_topology: topology,
+        numa_topology: topology.map(std::sync::Arc::new),
         cpu_allocation_ratio: cpu,
         ram_allocation_ratio: ram,
         allocation_candidates: (0..candidates).map(|_| json!({"mappings": {}})).collect(),
