@@ -171,6 +171,12 @@ impl SchedulerManager {
         if self.options.load_instance_system_metadata {
             self.store.attach_instance_system_metadata(&mut hosts).await;
         }
+        self.store
+            .load_unset_group_hosts(&mut spec)
+            .await
+            .map_err(|e| {
+                RemoteError::runtime_error(format!("could not load the server group's hosts: {e}"))
+            })?;
         phases.state = mark.elapsed();
         let host_count = hosts.len();
 

@@ -8,18 +8,20 @@
 //! - Each cell database gives, per request and with no cross-request cache, the
 //!   `nova-compute` services, the compute nodes and the instances on their hosts.
 //!
-//! The store is **read-only** on every database. nova writes two things back while
-//! reading (allocation ratios that are NULL/0.0, legacy `numa_topology`); we only
-//! apply the same substitutions in memory. Writing them is left to nova's own
-//! services, which do it on their next read.
+//! The store writes to a cell database only what nova's scheduler writes while
+//! reading: allocation ratios that are NULL/0.0 get the configured value
+//! (`ratio_backfill`). nova also rewrites a pre-Liberty `numa_topology`; we read
+//! that format but leave the row alone.
 
 mod aggregates;
 pub mod cache;
 mod cells;
 mod compute;
 pub mod discover;
+mod group_hosts;
 pub mod instance_images;
 mod queries;
+mod ratio_backfill;
 pub mod service_row;
 
 pub use cache::{CacheOptions, Consumption, HostStateCache, RefreshStats};
@@ -28,7 +30,7 @@ pub use cells::{mask_url, Cell, CellUrlResolver};
 use crate::model::{Aggregate, HostState};
 use aggregates::AggregateCache;
 use cells::{CellDb, CellSet};
-use compute::{CellRows, RatioDefaults};
+use compute::{CellRows, ComputeNodeRow, RatioDefaults};
 use futures_util::future::join_all;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -127,6 +129,9 @@ pub enum StateError {
     /// A request named a cell that the API database does not know.
     #[error("cell {0} is not in cell_mappings")]
     UnknownCell(String),
+    /// A read from the scheduler's own `[database]` failed.
+    #[error("main database: {0}")]
+    MainDatabase(#[source] sqlx::Error),
 }
 
 /// Host states for the scheduler, read per request from the cell databases.
@@ -280,6 +285,14 @@ impl HostStateStore {
         Ok(vec![Arc::new(CellDb::open(row, &self.resolver))])
     }
 
+    /// nova's allocation-ratio write-back for `nodes` just read from `db`; a failure
+    /// is logged and changes nothing in memory (see `ratio_backfill`).
+    async fn backfill_ratios(&self, pool: &MySqlPool, db: &CellDb, nodes: &[ComputeNodeRow]) {
+        if let Err(e) = ratio_backfill::backfill(pool, nodes, &self.ratios).await {
+            tracing::warn!(cell = %db.display_name(), error = %e, "could not write allocation ratios back to compute nodes");
+        }
+    }
+
     /// Services, compute nodes and instances of one cell, within the cell timeout.
     async fn fetch_cell(&self, db: &CellDb, uuids: Option<&[String]>) -> Option<CellRows> {
         let name = db.display_name();
@@ -288,12 +301,15 @@ impl HostStateStore {
             return None;
         };
         match tokio::time::timeout(self.cell_timeout, queries::cell_rows(pool, uuids)).await {
-            Ok(Ok((services, nodes, instances))) => Some(CellRows {
-                cell_uuid: db.cell.uuid.clone(),
-                services,
-                nodes,
-                instances,
-            }),
+            Ok(Ok((services, nodes, instances))) => {
+                self.backfill_ratios(pool, db, &nodes).await;
+                Some(CellRows {
+                    cell_uuid: db.cell.uuid.clone(),
+                    services,
+                    nodes,
+                    instances,
+                })
+            }
             Ok(Err(e)) => {
                 tracing::warn!(cell = %name, url = %db.masked_url, error = %e, "Failed to get computes for cell");
                 None

@@ -2229,6 +2229,7 @@ fn gen_group(rng: &mut StdRng, policy: &str) -> InstanceGroup {
         policies: vec![policy.to_string()],
         members,
         hosts,
+        hosts_unset: false,
         rules,
     }
 }

@@ -1062,10 +1062,12 @@ async fn prefetch_limits_deliveries_in_flight() {
     let server = start_server(opts).await;
     let mut client = TestClient::new().await;
 
+    // Each call runs 8 s, so the counts taken at 1.5 s stay valid even when
+    // rabbitmqctl takes seconds to answer on a loaded machine.
     let mut ids = Vec::new();
     for _ in 0..2 {
         let (req, msg_id) = client.as_call(
-            TestClient::request("sleep", json!({"seconds": 3}), Some("4.5")),
+            TestClient::request("sleep", json!({"seconds": 8}), Some("4.5")),
             Value::Null,
         );
         client.publish(&name, &name, &req).await;

@@ -54,10 +54,12 @@ fn node_sql(id: i64, host: &str, uuid: &str, free_ram_mb: i64) -> String {
         "INSERT INTO compute_nodes (id, created_at, updated_at, service_id, host, \
          hypervisor_hostname, uuid, vcpus, memory_mb, local_gb, vcpus_used, memory_mb_used, \
          local_gb_used, hypervisor_type, hypervisor_version, cpu_info, free_ram_mb, free_disk_gb, \
-         stats, supported_instances, mapped, deleted) VALUES ({id}, UTC_TIMESTAMP() - INTERVAL 1 HOUR, \
+         stats, supported_instances, mapped, deleted, cpu_allocation_ratio, ram_allocation_ratio, \
+         disk_allocation_ratio) VALUES ({id}, UTC_TIMESTAMP() - INTERVAL 1 HOUR, \
          UTC_TIMESTAMP() - INTERVAL 1 HOUR, {id}, '{host}', '{host}', '{uuid}', 16, 32768, 400, \
          2, 2048, 20, 'QEMU', 8002000, '{{}}', {free_ram_mb}, 380, \
-         '{{\"num_instances\": \"1\", \"io_workload\": \"0\"}}', '[[\"x86_64\", \"kvm\", \"hvm\"]]', 0, 0)"
+         '{{\"num_instances\": \"1\", \"io_workload\": \"0\"}}', '[[\"x86_64\", \"kvm\", \"hvm\"]]', 0, 0, \
+         16.0, 1.5, 1.0)"
     )
 }
 
@@ -455,4 +457,133 @@ async fn discover_hosts_maps_unmapped_nodes_once_and_leader_rule() {
         scheduler_leader(&main, 60, 10).await.unwrap().as_deref(),
         Some("sched-a")
     );
+}
+
+/// The three ratio columns and `updated_at` of a compute node, `updated_at` as seconds ago.
+async fn ratios_of(pool: &MySqlPool, id: i64) -> (Option<f64>, Option<f64>, Option<f64>, i64) {
+    sqlx::query_as(
+        "SELECT CAST(cpu_allocation_ratio AS DOUBLE), CAST(ram_allocation_ratio AS DOUBLE), \
+         CAST(disk_allocation_ratio AS DOUBLE), TIMESTAMPDIFF(SECOND, updated_at, UTC_TIMESTAMP()) \
+         FROM compute_nodes WHERE id = ?",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn null_or_zero_allocation_ratios_are_written_back_as_nova_does() {
+    let c = cloud("ratios", no_retention()).await;
+    // Two nodes whose resource tracker never set ratios (NULL) or set 0.0 (pre-Stein).
+    let mut late = node_sql(2, "c2-r", &uuid(2, 2), 5000);
+    late = late.replace("16.0, 1.5, 1.0)", "NULL, 0.0, 2.0)");
+    let mut later = node_sql(3, "c2-s", &uuid(2, 3), 5000);
+    later = later
+        .replace("16.0, 1.5, 1.0)", "NULL, NULL, NULL)")
+        .replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()");
+    exec(&c.cell2, &[service_sql(2, "c2-r"), late]).await;
+
+    // The per-request path (nova's) substitutes nova 34's initial_* defaults in memory
+    // and writes them, stamping updated_at, like db.compute_node_update.
+    let states = c.store.host_states(None, None).await.unwrap();
+    let r = by_name(&states, "c2-r");
+    assert_eq!(
+        (
+            r.cpu_allocation_ratio,
+            r.ram_allocation_ratio,
+            r.disk_allocation_ratio
+        ),
+        (4.0, 1.0, 2.0)
+    );
+    let (cpu, ram, disk, age) = ratios_of(&c.cell2, 2).await;
+    assert_eq!((cpu, ram, disk), (Some(4.0), Some(1.0), Some(2.0)));
+    assert!(age < 60, "updated_at must be stamped, is {age} s old");
+    // Rows with their ratios set are left alone.
+    let (_, _, _, age) = ratios_of(&c.cell2, 1).await;
+    assert!(
+        age >= 3000,
+        "a node with ratios must not be written, is {age} s old"
+    );
+
+    // The warm cache's incremental pass does the same for a node it sees appear.
+    let svc =
+        service_sql(3, "c2-s").replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()");
+    exec(&c.cell2, &[svc, later]).await;
+    c.cache.refresh().await;
+    let (cpu, ram, disk, age) = ratios_of(&c.cell2, 3).await;
+    assert_eq!((cpu, ram, disk), (Some(4.0), Some(1.0), Some(1.0)));
+    assert!(age < 60);
+    let cached = c.cache.host_states(None, None, Utc::now()).await.unwrap();
+    assert_eq!(by_name(&cached, "c2-s").cpu_allocation_ratio, 4.0);
+}
+
+#[tokio::test]
+async fn a_server_group_without_hosts_gets_its_members_hosts_from_the_main_database() {
+    use nova_scheduler::model::RequestSpec;
+    let c = cloud("grouphosts", no_retention()).await;
+    // The scheduler's [database] is cell0 here, as in a stock multi-cell deployment.
+    let main = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{}_cell0", c.prefix)))
+        .await
+        .unwrap();
+    let member = |n: u8| format!("e0000000-0000-4000-8000-0000000000{n:02}");
+    exec(
+        &main,
+        &[
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', 'h1', 0, 'active')", member(1)),
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', 'h1', 0, NULL)", member(2)),
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', 'h2', 0, 'soft-delete')", member(3)),
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', 'h3', 4, 'deleted')", member(4)),
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', NULL, 0, 'building')", member(5)),
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', 'h5', 0, 'active')", member(6)),
+            format!("INSERT INTO instances (uuid, host, deleted, vm_state) VALUES ('{}', 'h6', 0, 'active')", member(9)),
+        ],
+    )
+    .await;
+    let group = |hosts: Option<serde_json::Value>| {
+        let mut data = serde_json::json!({
+            "uuid": "f0000000-0000-4000-8000-000000000001",
+            "policy": "affinity",
+            "members": (1..=6).map(member).collect::<Vec<_>>(),
+        });
+        if let Some(h) = hosts {
+            data["hosts"] = h;
+        }
+        serde_json::json!({
+            "nova_object.name": "RequestSpec", "nova_object.namespace": "nova",
+            "nova_object.version": "1.14",
+            "nova_object.data": {
+                "num_instances": 1,
+                "flavor": {"nova_object.name": "Flavor", "nova_object.namespace": "nova",
+                    "nova_object.version": "1.2",
+                    "nova_object.data": {"id": 1, "flavorid": "1", "name": "m1.tiny",
+                        "memory_mb": 512, "vcpus": 1, "root_gb": 1, "ephemeral_gb": 0,
+                        "swap": 0, "extra_specs": {}}},
+                "instance_group": {"nova_object.name": "InstanceGroup",
+                    "nova_object.namespace": "nova", "nova_object.version": "1.11",
+                    "nova_object.data": data}
+            }
+        })
+    };
+    // hosts absent: nova's lazy-load (InstanceGroup.get_hosts on [database]) gives the
+    // hosts of live, not soft-deleted members; member 9 is not in the group.
+    let mut spec = RequestSpec::from_primitive(&group(None)).expect("decode");
+    assert!(spec.instance_group.as_ref().unwrap().hosts_unset);
+    c.store.load_unset_group_hosts(&mut spec).await.unwrap();
+    let g = spec.instance_group.unwrap();
+    assert_eq!(g.hosts, ["h1", "h5"]);
+    assert!(!g.hosts_unset);
+    // hosts sent (even empty or null) is used as sent: no read.
+    for sent in [
+        serde_json::json!([]),
+        serde_json::Value::Null,
+        serde_json::json!(["hx"]),
+    ] {
+        let mut spec = RequestSpec::from_primitive(&group(Some(sent.clone()))).expect("decode");
+        c.store.load_unset_group_hosts(&mut spec).await.unwrap();
+        let want: Vec<String> = sent.as_array().map_or(vec![], |a| {
+            a.iter().map(|v| v.as_str().unwrap().to_string()).collect()
+        });
+        assert_eq!(spec.instance_group.unwrap().hosts, want, "{sent}");
+    }
 }

@@ -42,6 +42,10 @@ pub struct InstanceGroup {
     pub policies: Vec<String>,
     pub members: Vec<String>,
     pub hosts: Vec<String>,
+    /// `hosts` was absent from the primitive. nova then lazy-loads it on first use
+    /// (`InstanceGroup.obj_load_attr` -> `get_hosts()`, a database read); the manager
+    /// does that read before scheduling.
+    pub hosts_unset: bool,
     /// `_rules` on the wire, e.g. `max_server_per_host`.
     pub rules: BTreeMap<String, String>,
 }
@@ -366,6 +370,7 @@ impl InstanceGroup {
             policies,
             members: f.strings("members")?.unwrap_or_default(),
             hosts: f.strings("hosts")?.unwrap_or_default(),
+            hosts_unset: !f.is_set("hosts"),
             rules: f
                 .string_map("_rules")?
                 .unwrap_or_default()

@@ -123,6 +123,7 @@ fn legacy_group(fp: &Map<String, Value>) -> Result<Option<InstanceGroup>, Decode
         policies: vec![policy],
         members: f.strings("group_members")?.unwrap_or_default(),
         hosts: f.strings("group_hosts")?.unwrap_or_default(),
+        hosts_unset: false,
         rules: BTreeMap::new(),
     }))
 }

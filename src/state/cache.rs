@@ -466,6 +466,7 @@ impl HostStateCache {
         let read_all = async {
             let now = queries::db_utc_now(pool).await?;
             let rows = queries::full_cell(pool).await?;
+            self.store.backfill_ratios(pool, db, &rows.1).await;
             Ok::<_, sqlx::Error>((now, rows))
         };
         match tokio::time::timeout(self.store.cell_timeout, read_all).await {
@@ -520,6 +521,14 @@ impl HostStateCache {
                 queries::changed_compute_nodes(pool, since),
                 queries::changed_instances(pool, since),
             )?;
+            let live: Vec<_> = nodes
+                .iter()
+                .filter_map(|c| match c {
+                    Change::Live(n) if n.has_missing_ratio() => Some(n.clone()),
+                    _ => None,
+                })
+                .collect();
+            self.store.backfill_ratios(pool, db, &live).await;
             Ok::<_, sqlx::Error>((now, services, nodes, instances))
         };
         let (now, services, nodes, instances) = match tokio::time::timeout(
@@ -681,7 +690,10 @@ impl HostStateCache {
                 )
                 .await;
                 match fetched {
-                    Ok(Ok(rows)) => Some((db, rows)),
+                    Ok(Ok(rows)) => {
+                        self.store.backfill_ratios(pool, db, &rows.1).await;
+                        Some((db, rows))
+                    }
                     Ok(Err(e)) => {
                         tracing::warn!(cell = %db.display_name(), error = %e, "Failed to get computes for cell");
                         None

@@ -53,6 +53,19 @@ pub(super) struct ComputeNodeRow {
     pub updated_at: Option<NaiveDateTime>,
 }
 
+impl ComputeNodeRow {
+    /// Whether a ratio column is NULL or 0.0 (nova then uses, and writes, the config value).
+    pub fn has_missing_ratio(&self) -> bool {
+        [
+            self.cpu_allocation_ratio,
+            self.ram_allocation_ratio,
+            self.disk_allocation_ratio,
+        ]
+        .iter()
+        .any(|r| r.is_none_or(|v| v == 0.0))
+    }
+}
+
 /// What one cell answered for a request.
 pub(super) struct CellRows {
     pub cell_uuid: String,
@@ -100,8 +113,7 @@ impl RatioDefaults {
 }
 
 /// A ratio column as `ComputeNode._from_db_object` sees it: NULL or 0.0 take the
-/// configured value. nova also writes that value back to the cell database; we do
-/// not, because the daemon stays read-only on cell databases (for now).
+/// configured value (which `ratio_backfill` also writes back, as nova does).
 fn ratio(column: Option<f64>, default: f64) -> f64 {
     column.filter(|v| *v != 0.0).unwrap_or(default)
 }
