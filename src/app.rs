@@ -5,9 +5,9 @@
 use crate::config::{Config, DbUrl};
 use crate::filters::{build_chain, FilterConfig};
 use crate::manager::{ManagerEndpoint, ManagerOptions, PrefilterOptions, SchedulerManager};
+use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
 use crate::placement::index::{IndexLoader, LiveIndex};
 use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
-use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
 use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
@@ -200,7 +200,10 @@ fn notifier(
     }
     if !settings.needs_amqp() {
         if settings.is_active() {
-            info!(?settings, "notifications without a broker (log/noop drivers)");
+            info!(
+                ?settings,
+                "notifications without a broker (log/noop drivers)"
+            );
         }
         return Ok((Notifier::new(settings, None), None));
     }

@@ -18,8 +18,8 @@ pub mod prefilters;
 
 pub use prefilters::PrefilterOptions;
 
-use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
+use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
@@ -164,16 +164,8 @@ impl SchedulerManager {
             if found.allocation_requests.is_empty() {
                 return Err(no_valid_host(String::new()));
             }
-            let mut index: HashMap<String, Vec<Value>> = HashMap::new();
-            for ar in &found.allocation_requests {
-                if let Some(allocs) = ar.get("allocations").and_then(Value::as_object) {
-                    for rp in allocs.keys() {
-                        index.entry(rp.clone()).or_default().push(ar.clone());
-                    }
-                }
-            }
-            compute_uuids = Some(found.provider_summaries.keys().cloned().collect());
-            candidates_by_rp = Some(index);
+            compute_uuids = Some(found.provider_uuids);
+            candidates_by_rp = Some(index_by_provider(found.allocation_requests));
             phases.placement = mark.elapsed();
         }
 
@@ -217,13 +209,13 @@ impl SchedulerManager {
         };
         let mut hosts = hosts
             .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
-        if let Some(index) = &candidates_by_rp {
+        if let Some(index) = candidates_by_rp.as_mut() {
             for h in &mut hosts {
+                // Moved, not copied: each compute node uuid names one host state.
                 h.allocation_candidates = h
                     .uuid
                     .as_ref()
-                    .and_then(|u| index.get(u))
-                    .cloned()
+                    .and_then(|u| index.remove(u))
                     .unwrap_or_default();
             }
         }
@@ -240,11 +232,7 @@ impl SchedulerManager {
         let host_count = hosts.len();
 
         let return_alternates = args.return_alternates && args.return_objects;
-        let last_instance = args
-            .instance_uuids
-            .as_ref()
-            .and_then(|u| u.last())
-            .cloned();
+        let last_instance = args.instance_uuids.as_ref().and_then(|u| u.last()).cloned();
         let request = ScheduleRequest {
             spec,
             instance_uuids: args.instance_uuids,
@@ -448,6 +436,27 @@ impl SchedulerManager {
             )
         }
     }
+}
+
+/// The allocation requests under each provider they allocate from, in Placement's
+/// order. A request naming several providers (sharing or nested) is listed under
+/// each; only those are copied.
+fn index_by_provider(allocation_requests: Vec<Value>) -> HashMap<String, Vec<Value>> {
+    let mut index: HashMap<String, Vec<Value>> = HashMap::new();
+    for ar in allocation_requests {
+        let providers: Vec<String> = match ar.get("allocations").and_then(Value::as_object) {
+            Some(allocs) => allocs.keys().cloned().collect(),
+            None => continue,
+        };
+        let Some((last, others)) = providers.split_last() else {
+            continue;
+        };
+        for rp in others {
+            index.entry(rp.clone()).or_default().push(ar.clone());
+        }
+        index.entry(last.clone()).or_default().push(ar);
+    }
+    index
 }
 
 /// Time spent in each phase of one `select_destinations`.

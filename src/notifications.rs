@@ -271,7 +271,10 @@ mod tests {
     struct Capture(Mutex<Vec<(String, Value, bool)>>);
     impl NotificationSink for Capture {
         fn send(&self, routing_key: String, message: Value, envelope: bool) {
-            self.0.lock().unwrap().push((routing_key, message, envelope));
+            self.0
+                .lock()
+                .unwrap()
+                .push((routing_key, message, envelope));
         }
     }
 
@@ -291,7 +294,11 @@ mod tests {
     fn format_selects_the_notifiers() {
         let spec = serde_json::json!({"nova_object.name": "RequestSpec", "nova_object.data": {}});
         for (format, drivers, expect) in [
-            ("unversioned", vec!["messagingv2"], vec!["notifications.info"]),
+            (
+                "unversioned",
+                vec!["messagingv2"],
+                vec!["notifications.info"],
+            ),
             (
                 "both",
                 vec!["messaging", "messagingv2"],
@@ -302,7 +309,11 @@ mod tests {
                     "versioned_notifications.info",
                 ],
             ),
-            ("versioned", vec!["messagingv2"], vec!["versioned_notifications.info"]),
+            (
+                "versioned",
+                vec!["messagingv2"],
+                vec!["versioned_notifications.info"],
+            ),
             ("both", vec!["noop"], vec![]),
             ("both", vec![], vec![]),
         ] {

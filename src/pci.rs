@@ -25,7 +25,7 @@ use std::sync::Arc;
 pub fn host_pools(host: &HostState) -> Cow<'_, PciStats> {
     match &host.pci {
         Some(stats) => Cow::Borrowed(stats.as_ref()),
-        None => Cow::Owned(PciStats::from_raw(host.pci_stats.as_ref())),
+        None => Cow::Owned(PciStats::from_raw(host.pci_stats.as_deref())),
     }
 }
 
@@ -149,7 +149,7 @@ pub fn consume_from_request(
     };
     let numa = match instance_cells {
         None => None,
-        Some(cells) => match host.numa.get(host.numa_topology.as_ref()) {
+        Some(cells) => match host.numa.get(host.numa_topology.as_deref()) {
             Ok(Some(topology)) => Some(numa_context(&topology, cells)),
             // nova's pci_stats holds the host topology it was built with; none
             // there and the `socket` policy raises (host_cells None says so).
@@ -163,7 +163,7 @@ pub fn consume_from_request(
     let mapping = request_group_mapping(spec);
     let stats = host
         .pci
-        .get_or_insert_with(|| Arc::new(PciStats::from_raw(host.pci_stats.as_ref())));
+        .get_or_insert_with(|| Arc::new(PciStats::from_raw(host.pci_stats.as_deref())));
     Arc::make_mut(stats)
         .apply_requests(&requests, Some(&mapping), numa.as_ref())
         .is_ok()

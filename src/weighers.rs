@@ -44,8 +44,14 @@ pub trait HostWeigher: Send + Sync {
     /// The raw weight (`_weigh_object`). Higher wins before the multiplier.
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError>;
 
+    /// Where the multiplier comes from: the config value and the aggregate
+    /// metadata key that overrides it.
+    fn multiplier_setting(&self) -> aggregate_multiplier::MultiplierSetting;
+
     /// The multiplier for this host: config, or aggregate metadata override.
-    fn multiplier(&self, host: &HostState) -> f64;
+    fn multiplier(&self, host: &HostState) -> f64 {
+        self.multiplier_setting().for_host(host)
+    }
 
     /// nova's `minval`: raw weights are clamped to it and it is the normalization floor.
     fn minval(&self) -> Option<f64> {

@@ -177,7 +177,10 @@ fn start_daemon(conf: &Path, log: PathBuf) -> Daemon {
         if text.contains("scheduler ready") {
             return daemon;
         }
-        assert!(Instant::now() < deadline, "daemon not ready in 60 s:\n{text}");
+        assert!(
+            Instant::now() < deadline,
+            "daemon not ready in 60 s:\n{text}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -218,16 +221,30 @@ fn start_listener(venv: &Path, conf: &Path, count: usize) -> Child {
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert_eq!(line.trim(), "READY", "the notification listener did not start");
+    assert_eq!(
+        line.trim(),
+        "READY",
+        "the notification listener did not start"
+    );
     child
 }
 
 fn finish_listener(mut child: Child) -> Vec<Value> {
     let status = child.wait().unwrap();
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(status.success(), "listener ({status}): {err}\n{out}");
     serde_json::from_str(out.lines().last().unwrap()).unwrap()
 }
@@ -258,20 +275,30 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
         )
     };
     let client_conf = dir.join("client.conf");
-    std::fs::write(&client_conf, format!("{base}{}", placement_section(placement))).unwrap();
+    std::fs::write(
+        &client_conf,
+        format!("{base}{}", placement_section(placement)),
+    )
+    .unwrap();
     let daemon_conf = dir.join("daemon.conf");
     std::fs::write(
         &daemon_conf,
         format!(
             "{}{}\n[oslo_messaging_notifications]\ndriver = messagingv2\n\
              [notifications]\nnotification_format = both\n",
-            base.replace("[DEFAULT]\n", &format!("[DEFAULT]\nhost = {SCHEDULER_HOST}\n")),
+            base.replace(
+                "[DEFAULT]\n",
+                &format!("[DEFAULT]\nhost = {SCHEDULER_HOST}\n")
+            ),
             placement_section(&proxy.url)
         ),
     )
     .unwrap();
     let out = Command::new(venv.join("bin/python"))
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/seed_cloud.py"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/seed_cloud.py"
+        ))
         .args(["--config-file", &client_conf.to_string_lossy()])
         .args(["--state-dir", &dir.to_string_lossy()])
         .args(["--hosts", "3", "--cells", "1", "--big-hosts", "0"])
@@ -279,7 +306,11 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
         .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
         .output()
         .expect("seed_cloud.py");
-    assert!(out.status.success(), "seeding: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "seeding: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
         .await
         .unwrap();
@@ -299,12 +330,20 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
         .and_then(|s| s.split_whitespace().next())
         .expect("fanout queue name in the log")
         .to_string();
-    assert!(fanout_queue.starts_with("scheduler_fanout_"), "{fanout_queue}");
+    assert!(
+        fanout_queue.starts_with("scheduler_fanout_"),
+        "{fanout_queue}"
+    );
 
     // 1. A call, and nova's notifications for what it sent.
     let (v2, c2) = (venv.clone(), client_conf.clone());
-    let first = tokio::task::spawn_blocking(move || select(&v2, &c2)).await.unwrap();
-    assert!(first["host"].as_str().is_some_and(|h| !h.is_empty()), "{first}");
+    let first = tokio::task::spawn_blocking(move || select(&v2, &c2))
+        .await
+        .unwrap();
+    assert!(
+        first["host"].as_str().is_some_and(|h| !h.is_empty()),
+        "{first}"
+    );
 
     // 2. A second call held in Placement; SIGTERM while it is in flight.
     let mut proxy = proxy;
@@ -321,25 +360,37 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
         .await
         .expect("the in-flight call was not answered")
         .unwrap();
-    assert!(second["host"].as_str().is_some_and(|h| !h.is_empty()), "{second}");
+    assert!(
+        second["host"].as_str().is_some_and(|h| !h.is_empty()),
+        "{second}"
+    );
     let deadline = Instant::now() + Duration::from_secs(45);
     let status = loop {
         if let Some(status) = daemon.child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the daemon did not exit after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not exit after SIGTERM"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let log = daemon.log_text();
     assert!(status.success(), "exit status {status}:\n{log}");
-    let stopping = log.find("RPC server stopping").expect("no 'RPC server stopping'");
-    let stopped = log.find("RPC server stopped").expect("no 'RPC server stopped'");
+    let stopping = log
+        .find("RPC server stopping")
+        .expect("no 'RPC server stopping'");
+    let stopped = log
+        .find("RPC server stopped")
+        .expect("no 'RPC server stopped'");
     assert!(stopping < stopped);
 
     // The private fanout queue is gone; nobody consumes the topic queue any more.
     let queues = rabbitmqctl(&["list_queues", "-q", "-p", &vhost, "name", "consumers"]);
     assert!(
-        !queues.lines().any(|l| l.split_whitespace().next() == Some(fanout_queue.as_str())),
+        !queues
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(fanout_queue.as_str())),
         "fanout queue {fanout_queue} left behind:\n{queues}"
     );
     for line in queues.lines() {
@@ -357,11 +408,12 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
         {"spec": first["spec"], "context": first["context"], "instance_uuid": first["instance_uuid"]},
         {"spec": second["spec"], "context": second["context"], "instance_uuid": second["instance_uuid"]},
     ]);
-    let expected: Vec<check::Comparable> = check::nova_expects(&venv.join("bin/python"), &cases, SCHEDULER_HOST)
-        .iter()
-        .flat_map(|per_case| per_case.as_array().unwrap().clone())
-        .map(|n| check::nova_side(&n))
-        .collect();
+    let expected: Vec<check::Comparable> =
+        check::nova_expects(&venv.join("bin/python"), &cases, SCHEDULER_HOST)
+            .iter()
+            .flat_map(|per_case| per_case.as_array().unwrap().clone())
+            .map(|n| check::nova_side(&n))
+            .collect();
     assert_eq!(expected.len(), 8);
     check::assert_same_multiset(got.iter().map(check::listener_side).collect(), expected);
 

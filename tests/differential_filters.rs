@@ -627,13 +627,13 @@ fn host_json(h: &HostState) -> Value {
         "hypervisor_type": h.hypervisor_type,
         "hypervisor_version": h.hypervisor_version,
         "hypervisor_hostname": h.hypervisor_hostname,
-        "cpu_info": h.cpu_info,
-        "metrics": h.metrics,
-        "supported_instances": h.supported_instances,
+        "cpu_info": h.cpu_info.as_deref(),
+        "metrics": h.metrics.as_deref(),
+        "supported_instances": &*h.supported_instances,
         "cpu_allocation_ratio": h.cpu_allocation_ratio,
         "ram_allocation_ratio": h.ram_allocation_ratio,
         "disk_allocation_ratio": h.disk_allocation_ratio,
-        "stats": h.stats,
+        "stats": &*h.stats,
         "service": {
             "id": s.id, "host": s.host, "binary": "nova-compute", "topic": "compute",
             "disabled": s.disabled, "disabled_reason": s.disabled_reason,
@@ -1066,7 +1066,7 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         cpu_allocation_ratio: pick(rng, &ratios),
         ram_allocation_ratio: pick(rng, &ratios),
         disk_allocation_ratio: pick(rng, &ratios),
-        stats: gen_stats(rng),
+        stats: Arc::new(gen_stats(rng)),
         num_instances: small(rng),
         num_io_ops: small(rng),
         failed_builds: small(rng),
@@ -1098,15 +1098,15 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         hypervisor_version: chance(rng, 0.85)
             .then(|| pick(rng, &[6_000_000, 2_012_000, 0, 1_002_003, 8_002_000])),
         hypervisor_hostname: chance(rng, 0.9).then(|| nodename.clone()),
-        cpu_info: gen_cpu_info(rng),
-        supported_instances: match rng.random_range(0..3) {
+        cpu_info: gen_cpu_info(rng).map(Arc::from),
+        supported_instances: Arc::new(match rng.random_range(0..3) {
             0 => vec![],
             1 => vec![vec!["x86_64".into(), "kvm".into(), "hvm".into()]],
             _ => vec![
                 vec!["x86_64".into(), "qemu".into(), "hvm".into()],
                 vec!["i686".into(), "qemu".into(), "hvm".into()],
             ],
-        },
+        }),
         service: ServiceInfo {
             id: rng.random_range(1..100),
             host: host.clone(),
@@ -1929,15 +1929,17 @@ fn gen_image_properties(rng: &mut StdRng) -> Case {
     const ARCHS: &[&str] = &["x86_64", "i686", "aarch64", "ppc64le"];
     const HVS: &[&str] = &["kvm", "qemu", "xen", "baremetal", "lxc"];
     const MODES: &[&str] = &["hvm", "xen", "exe"];
-    host.supported_instances = (0..rng.random_range(0..4))
-        .map(|_| {
-            vec![
-                pick(rng, ARCHS).to_string(),
-                pick(rng, HVS).to_string(),
-                pick(rng, MODES).to_string(),
-            ]
-        })
-        .collect();
+    host.supported_instances = Arc::new(
+        (0..rng.random_range(0..4))
+            .map(|_| {
+                vec![
+                    pick(rng, ARCHS).to_string(),
+                    pick(rng, HVS).to_string(),
+                    pick(rng, MODES).to_string(),
+                ]
+            })
+            .collect(),
+    );
     host.hypervisor_version = pick(
         rng,
         &[
@@ -2614,13 +2616,13 @@ fn gen_metrics(rng: &mut StdRng) -> Case {
         "numa.membw.current",
     ];
     let mut host = gen_host(rng);
-    host.metrics = Some(Value::Array(
+    host.metrics = Some(Arc::new(Value::Array(
         NAMES
             .iter()
             .filter(|_| chance(rng, 0.5))
             .map(|n| json!({"name": n, "value": 1, "source": "libvirt.LibvirtDriver"}))
             .collect(),
-    ));
+    )));
     let setting: Vec<String> = (0..rng.random_range(0..3))
         .map(|_| {
             let name = pick(rng, NAMES);

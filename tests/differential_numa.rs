@@ -710,10 +710,10 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
     let mut host = HostState {
         host: "host1".into(),
         nodename: "node1".into(),
-        numa_topology: Some(c.host_topology.clone()),
+        numa_topology: Some(std::sync::Arc::new(c.host_topology.clone())),
         cpu_allocation_ratio: c.cpu_ratio,
         ram_allocation_ratio: c.ram_ratio,
-        pci_stats: Some(Value::Array(
+        pci_stats: Some(std::sync::Arc::new(Value::Array(
             c.pools
                 .iter()
                 .enumerate()
@@ -721,7 +721,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                     json!({"vendor_id": "v", "product_id": format!("p{i}"), "numa_node": n, "count": k})
                 })
                 .collect(),
-        )),
+        ))),
         allocation_candidates: (0..c.candidates).map(|_| json!({"mappings": {}})).collect(),
         ..Default::default()
     };
@@ -759,7 +759,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
     for _ in 0..c.instances {
         let mut step = Map::new();
         // direct fit on a copy, limits from the host ratios (+ network metadata)
-        let host_topo = host.numa.get(host.numa_topology.as_ref());
+        let host_topo = host.numa.get(host.numa_topology.as_deref());
         match (&host_topo, spec.numa_topology.as_ref()) {
             (Ok(ht), Some(raw)) => {
                 let mut inst =
@@ -849,7 +849,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
         );
         step.insert(
             "host".into(),
-            match host.numa.get(host.numa_topology.as_ref()) {
+            match host.numa.get(host.numa_topology.as_deref()) {
                 Ok(Some(t)) => host_summary(&t),
                 _ => Value::Null,
             },

@@ -534,7 +534,7 @@ fn evaluate(case: &Value) -> Value {
     let fresh_host = || {
         let stats = PciStats::from_raw(raw.as_ref());
         HostState {
-            pci_stats: raw.clone(),
+            pci_stats: raw.clone().map(Arc::new),
             pci: Some(Arc::new(stats)),
             allocation_candidates: case["candidates"].as_array().cloned().unwrap_or_default(),
             ..Default::default()

@@ -24,17 +24,14 @@ mod placement_server;
 mod venv;
 
 use futures_util::StreamExt;
+use nova_scheduler::placement::index::candidates::provider_summary;
 use nova_scheduler::placement::index::{
     local_candidates, IndexLoader, LiveIndex, LocalRequest, ProviderIndex,
-};
-use nova_scheduler::placement::{
-    AllocationCandidates, PlacementAuth, PlacementClient, PlacementOptions,
 };
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 const PROVIDERS: usize = 200;
 const ROUNDS: usize = 4;
@@ -472,10 +469,11 @@ fn request(rng: &mut StdRng, world: &World) -> Vec<(String, String)> {
 }
 
 /// Allocation requests as a set of canonical texts; summaries with sorted traits.
-fn normal(found: &AllocationCandidates) -> (BTreeSet<String>, BTreeMap<String, Value>) {
-    let requests = found
-        .allocation_requests
-        .iter()
+fn normal(found: &Value) -> (BTreeSet<String>, BTreeMap<String, Value>) {
+    let requests = found["allocation_requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|ar| {
             let mut allocations = BTreeMap::new();
             for (rp, a) in ar["allocations"].as_object().into_iter().flatten() {
@@ -502,9 +500,10 @@ fn normal(found: &AllocationCandidates) -> (BTreeSet<String>, BTreeMap<String, V
                 .unwrap()
         })
         .collect();
-    let summaries = found
-        .provider_summaries
-        .iter()
+    let summaries = found["provider_summaries"]
+        .as_object()
+        .into_iter()
+        .flatten()
         .map(|(rp, s)| {
             let mut s = s.clone();
             if let Some(traits) = s.get_mut("traits").and_then(Value::as_array_mut) {
@@ -538,15 +537,6 @@ async fn local_candidates_equal_placement() {
         http: reqwest::Client::new(),
         url: url.clone(),
     };
-    let client = PlacementClient::new(PlacementOptions {
-        endpoint: Some(url.clone()),
-        auth: PlacementAuth::AdminToken {
-            token: "admin".into(),
-        },
-        claim_retry_unit: Duration::from_millis(1),
-        ..PlacementOptions::default()
-    })
-    .expect("client");
     let cases = env_number("NSRS_INDEX_DIFF_CASES", 1200) as usize;
     let rng_seed = env_number("NSRS_INDEX_DIFF_SEED", 20261121);
     let mut rng = StdRng::seed_from_u64(rng_seed);
@@ -582,10 +572,40 @@ async fn local_candidates_equal_placement() {
         let n = per_round.min(cases - done);
         let shapes: Vec<Vec<(String, String)>> =
             (0..n).map(|_| request(&mut rng, &world)).collect();
-        let client = &client;
+        let client = &api;
         let answers: Vec<_> =
             futures_util::stream::iter(shapes.into_iter().map(|params| async move {
-                let remote = client.get_allocation_candidates(&params, None).await;
+                // Placement's whole answer: the client keeps only what nova uses of
+                // the summaries (their keys), the comparison wants their bodies too.
+                let query: String = params
+                    .iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{}={}",
+                            percent_encoding::utf8_percent_encode(
+                                k,
+                                percent_encoding::NON_ALPHANUMERIC
+                            ),
+                            percent_encoding::utf8_percent_encode(
+                                v,
+                                percent_encoding::NON_ALPHANUMERIC
+                            )
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("&");
+                let (status, remote) = client
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/allocation_candidates?{query}"),
+                        None,
+                    )
+                    .await;
+                let remote = if status == 200 {
+                    Ok(remote)
+                } else {
+                    Err(format!("HTTP {status}: {remote}"))
+                };
                 (params, remote)
             }))
             .buffer_unordered(CONCURRENCY)
@@ -597,6 +617,18 @@ async fn local_candidates_equal_placement() {
                 .unwrap_or_else(|e| panic!("{params:?} should be supported: {e}"));
             let local = local_candidates(&index, &req)
                 .unwrap_or_else(|e| panic!("{params:?} should be answered locally: {e}"));
+            let local_summaries: serde_json::Map<String, Value> = local
+                .provider_uuids
+                .iter()
+                .map(|u| {
+                    let p = &index.providers[&index.by_uuid[u]];
+                    (u.clone(), provider_summary(&index, p))
+                })
+                .collect();
+            let local = json!({
+                "allocation_requests": local.allocation_requests,
+                "provider_summaries": local_summaries,
+            });
             let (l, r) = (normal(&local), normal(&remote));
             assert_eq!(l.0, r.0, "allocation requests differ for {params:?}");
             assert_eq!(l.1, r.1, "provider summaries differ for {params:?}");

@@ -301,13 +301,13 @@ fn host_json(h: &HostState) -> Value {
         "num_io_ops": h.num_io_ops,
         "failed_builds": h.failed_builds,
         "hypervisor_version": h.hypervisor_version,
-        "metrics": h.metrics,
+        "metrics": h.metrics.as_deref(),
         "aggregates": h.aggregates.iter().map(|a| json!({
             "id": a.id, "hosts": a.hosts, "metadata": a.metadata,
         })).collect::<Vec<_>>(),
         "instances": h.instances.iter().collect::<Vec<_>>(),
     });
-    if let Some(pools) = h.pci_stats.as_ref().and_then(Value::as_array) {
+    if let Some(pools) = h.pci_stats.as_deref().and_then(Value::as_array) {
         v["pci_pools"] = Value::Array(pools.iter().map(|p| p["count"].clone()).collect());
     }
     v
@@ -569,13 +569,13 @@ fn gen_host(rng: &mut StdRng, i: usize, aggs: &[Arc<Aggregate>]) -> HostState {
         pci_stats: if chance(rng, 0.3) {
             None
         } else {
-            Some(Value::Array(
+            Some(Arc::new(Value::Array(
                 (0..rng.random_range(0..3))
                     .map(|_| json!({"count": pick(rng, &[0, 1, 4, 50, 120])}))
                     .collect(),
-            ))
+            )))
         },
-        metrics: gen_metrics(rng),
+        metrics: gen_metrics(rng).map(Arc::new),
         aggregates: gen_aggregates(rng, aggs),
         instances: Arc::new(instances.into_iter().collect()),
         ..Default::default()

@@ -60,7 +60,10 @@ struct Capture(Mutex<Vec<(String, Value, bool)>>);
 
 impl NotificationSink for Capture {
     fn send(&self, routing_key: String, message: Value, envelope: bool) {
-        self.0.lock().unwrap().push((routing_key, message, envelope));
+        self.0
+            .lock()
+            .unwrap()
+            .push((routing_key, message, envelope));
     }
 }
 
@@ -192,7 +195,11 @@ async fn oslo_listener_receives_what_nova_sends() {
     };
     let publisher = AmqpNotificationPublisher::start(opts, -1).unwrap();
     let notifier = Notifier::new(
-        settings(&["messaging", "messagingv2"], &legacy_topic, &versioned_topic),
+        settings(
+            &["messaging", "messagingv2"],
+            &legacy_topic,
+            &versioned_topic,
+        ),
         Some(publisher.clone() as Arc<dyn NotificationSink>),
     );
     // Sent before the listener starts: the queues our publisher declares keep them.
@@ -220,17 +227,28 @@ async fn oslo_listener_receives_what_nova_sends() {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let out = tokio::task::spawn_blocking(move || {
-        let lines: Vec<String> = BufReader::new(stdout).lines().map_while(Result::ok).collect();
+        let lines: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
         lines
     })
     .await
     .unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     cleanup(&exchange, &queues).await;
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(status.success(), "listener failed ({status}):\n{err}\n{out:?}");
+    assert!(
+        status.success(),
+        "listener failed ({status}):\n{err}\n{out:?}"
+    );
     assert_eq!(out.first().map(String::as_str), Some("READY"));
     let got: Vec<Value> = serde_json::from_str(out.last().unwrap()).unwrap();
     assert_eq!(got.len(), want);

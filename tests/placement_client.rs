@@ -191,10 +191,7 @@ async fn candidates_for_a_flavor() {
                     "mappings": {"": [big.as_str()]}})
         ]
     );
-    assert_eq!(
-        got.provider_summaries.keys().collect::<Vec<_>>(),
-        vec![&big]
-    );
+    assert_eq!(got.provider_uuids.iter().collect::<Vec<_>>(), vec![&big]);
     // Bad query: Placement's 400 is an Http error the caller can tell apart.
     match client
         .get_allocation_candidates(&[("resources".into(), "VCPU:x".into())], None)
@@ -518,7 +515,7 @@ async fn password_auth_through_a_keystone_stand_in() {
             .get_allocation_candidates(&query(tag), None)
             .await
             .expect("candidates");
-        assert_eq!(got.provider_summaries.keys().collect::<Vec<_>>(), vec![&rp]);
+        assert_eq!(got.provider_uuids.iter().collect::<Vec<_>>(), vec![&rp]);
     }
     let posts = keystone.recorded();
     assert_eq!(posts.len(), 1, "the token is cached");
@@ -837,10 +834,7 @@ async fn tls_cafile_and_insecure_against_the_real_placement() {
         .get_allocation_candidates(&query(tag), None)
         .await
         .expect("trusted through cafile");
-    assert_eq!(
-        trusted.provider_summaries.keys().collect::<Vec<_>>(),
-        vec![&rp]
-    );
+    assert_eq!(trusted.provider_uuids.iter().collect::<Vec<_>>(), vec![&rp]);
     match client(None, false)
         .get_allocation_candidates(&query(tag), None)
         .await
@@ -855,7 +849,7 @@ async fn tls_cafile_and_insecure_against_the_real_placement() {
         .await
         .expect("insecure skips verification");
     assert_eq!(
-        insecure.provider_summaries.keys().collect::<Vec<_>>(),
+        insecure.provider_uuids.iter().collect::<Vec<_>>(),
         vec![&rp]
     );
 }

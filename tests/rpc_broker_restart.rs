@@ -58,7 +58,10 @@ impl Seen {
             .count()
     }
     fn last_seq(&self) -> i64 {
-        self.lines.last().and_then(|l| l["seq"].as_i64()).unwrap_or(-1)
+        self.lines
+            .last()
+            .and_then(|l| l["seq"].as_i64())
+            .unwrap_or(-1)
     }
 }
 
@@ -70,7 +73,10 @@ fn wait_until(seen: &Mutex<Seen>, what: &str, limit: Duration, cond: impl Fn(&Se
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    panic!("{what}: not within {limit:?}; seen {:?}", seen.lock().unwrap());
+    panic!(
+        "{what}: not within {limit:?}; seen {:?}",
+        seen.lock().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -159,9 +165,12 @@ async fn calls_are_answered_across_a_broker_restart() {
 
     let (seen2, rabbit_restart) = (seen.clone(), &mut rabbit);
     let restart_seq = tokio::task::block_in_place(|| {
-        wait_until(&seen2, "20 calls answered before the restart", Duration::from_secs(30), |s| {
-            s.answered_from(0) >= 20
-        });
+        wait_until(
+            &seen2,
+            "20 calls answered before the restart",
+            Duration::from_secs(30),
+            |s| s.answered_from(0) >= 20,
+        );
         rabbit_restart.stop_app();
         std::thread::sleep(Duration::from_secs(2));
         rabbit_restart.start_app();
@@ -190,17 +199,25 @@ async fn calls_are_answered_across_a_broker_restart() {
         .unwrap()
         .unwrap();
     watcher.abort();
-    tokio::task::spawn_blocking(move || drop(rabbit)).await.unwrap();
+    tokio::task::spawn_blocking(move || drop(rabbit))
+        .await
+        .unwrap();
 
     let seen = seen.lock().unwrap();
-    assert!(status.success() || status.code().is_none(), "client: {status}");
+    assert!(
+        status.success() || status.code().is_none(),
+        "client: {status}"
+    );
     let mut timeouts = 0;
     for line in &seen.lines {
         match (line.get("ok"), line.get("error")) {
             // Every answer is the answer to that call.
             (Some(ok), None) => assert_eq!(ok, &json!({"seq": line["seq"], "by": "rust"})),
             (None, Some(e)) => {
-                assert_eq!(e, "MessagingTimeout", "a call failed otherwise than by timeout: {line}");
+                assert_eq!(
+                    e, "MessagingTimeout",
+                    "a call failed otherwise than by timeout: {line}"
+                );
                 timeouts += 1;
             }
             _ => panic!("bad client line {line}"),

@@ -13,13 +13,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions,
+};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use nova_scheduler::rpc::envelope::encode_envelope;
 use nova_scheduler::rpc::{
-    check_connection, BrokerAddress, Endpoint, EndpointFuture, IncomingCall, RpcError,
-    RpcServer, RpcServerOptions, TlsOptions,
+    check_connection, BrokerAddress, Endpoint, EndpointFuture, IncomingCall, RpcError, RpcServer,
+    RpcServerOptions, TlsOptions,
 };
 use private_rabbit::PrivateRabbit;
 use serde_json::{json, Value};
@@ -41,7 +43,11 @@ impl Endpoint for Echo {
     }
 }
 
-fn tls_options(rabbit: &PrivateRabbit, ca: &std::path::Path, client_cert: bool) -> RpcServerOptions {
+fn tls_options(
+    rabbit: &PrivateRabbit,
+    ca: &std::path::Path,
+    client_cert: bool,
+) -> RpcServerOptions {
     let pki = rabbit.pki.as_ref().unwrap();
     RpcServerOptions {
         brokers: vec![BrokerAddress {
@@ -84,7 +90,10 @@ async fn tls_with_the_right_ca_only() {
         .expect_err("connected although the CA did not sign the broker's certificate");
     assert!(matches!(err, RpcError::Connect { .. }), "{err}");
     let text = err.to_string().to_lowercase();
-    assert!(text.contains("certificate") || text.contains("issuer"), "{err}");
+    assert!(
+        text.contains("certificate") || text.contains("issuer"),
+        "{err}"
+    );
 
     // The right CA but no client certificate: the broker (verify_peer,
     // fail_if_no_peer_cert) refuses the handshake.
@@ -98,8 +107,11 @@ async fn tls_with_the_right_ca_only() {
     check_connection(&tls_options(&rabbit, &pki.ca, true))
         .await
         .expect("TLS connection with the right CA");
-    let server = RpcServer::new(tls_options(&rabbit, &pki.ca, true), vec![Arc::new(Echo) as Arc<dyn Endpoint>])
-        .unwrap();
+    let server = RpcServer::new(
+        tls_options(&rabbit, &pki.ca, true),
+        vec![Arc::new(Echo) as Arc<dyn Endpoint>],
+    )
+    .unwrap();
     let mut ready = server.ready();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(server.run(async move {
@@ -115,11 +127,20 @@ async fn tls_with_the_right_ca_only() {
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
     let reply_q = format!("reply_{}", uuid::Uuid::new_v4().simple());
-    ch.queue_declare(reply_q.as_str().into(), QueueDeclareOptions::default(), FieldTable::default())
-        .await
-        .unwrap();
+    ch.queue_declare(
+        reply_q.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
     let mut replies = ch
-        .basic_consume(reply_q.as_str().into(), "c".into(), BasicConsumeOptions::default(), FieldTable::default())
+        .basic_consume(
+            reply_q.as_str().into(),
+            "c".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
         .await
         .unwrap();
     let msg_id = uuid::Uuid::new_v4().simple().to_string();
@@ -160,7 +181,10 @@ async fn tls_with_the_right_ca_only() {
         .lines()
         .filter(|l| l.starts_with("true") && l.ends_with(&tls_port))
         .count();
-    assert_eq!(tls_conns, 2, "listener and reply connections over TLS:\n{listing}");
+    assert_eq!(
+        tls_conns, 2,
+        "listener and reply connections over TLS:\n{listing}"
+    );
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(40), task)
@@ -169,5 +193,7 @@ async fn tls_with_the_right_ca_only() {
         .unwrap()
         .unwrap();
     let _ = conn.close(200, "OK".into()).await;
-    tokio::task::spawn_blocking(move || drop(rabbit)).await.unwrap();
+    tokio::task::spawn_blocking(move || drop(rabbit))
+        .await
+        .unwrap();
 }

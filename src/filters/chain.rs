@@ -4,6 +4,7 @@
 
 use super::pyvalue::{str_repr, PyStr};
 use super::{FilterRequest, HostFilter};
+use crate::model::host_state::positions_in_memory_order;
 use crate::model::HostState;
 use tracing::{debug, info, Level};
 
@@ -93,7 +94,13 @@ impl FilterChain {
             }
             let start = current.len();
             if !(req.is_rebuild && !filter.run_on_rebuild()) {
-                current.retain(|&i| passes(filter.as_ref(), i));
+                // Hosts are visited in memory order; the survivors keep their order.
+                let mut keep = vec![false; current.len()];
+                for p in positions_in_memory_order(&current) {
+                    keep[p] = passes(filter.as_ref(), current[p]);
+                }
+                let mut kept = keep.into_iter();
+                current.retain(|_| kept.next().unwrap_or(false));
             }
             history.push(FilterStep {
                 filter: filter.name(),

@@ -50,6 +50,9 @@ impl ComputeCapabilitiesFilter {
 
     /// nova's `_satisfies_extra_specs`, raising where nova raises.
     pub fn check(host: &HostState, flavor: &Flavor) -> Result<bool, PyError> {
+        if !has_host_dependent_specs(flavor) {
+            return Ok(true);
+        }
         for (key, req) in extra_specs_in_nova_order(flavor) {
             let mut scope: Vec<&str> = key.split(':').collect();
             if scope.len() == 1 {
@@ -79,6 +82,17 @@ impl ComputeCapabilitiesFilter {
         }
         Ok(true)
     }
+}
+
+/// Whether any extra spec is looked at for a host: an unscoped key (matched
+/// against the host's attributes and stats), a `capabilities:` one, or
+/// `hw:maxphysaddr_bits` (rewritten into one). Flavors usually carry only other
+/// scopes (`hw:`, `quota:`, `resources:`...), which every host passes without a look.
+fn has_host_dependent_specs(flavor: &Flavor) -> bool {
+    flavor
+        .extra_specs
+        .keys()
+        .any(|k| !k.contains(':') || k.starts_with("capabilities:") || k == "hw:maxphysaddr_bits")
 }
 
 /// The extra specs in the order nova visits them: the flavor's (sorted here), with
@@ -202,10 +216,12 @@ mod tests {
         HostState {
             host: "host1".into(),
             nodename: "node1".into(),
-            stats: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            stats: std::sync::Arc::new(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             ..Default::default()
         }
     }
@@ -232,7 +248,7 @@ mod tests {
         assert!(!check(&h, &[("cpu_info", "")]));
         assert!(check(&h, &[("hw:maxphysaddr_bits", "42")]));
         let mut h20 = h.clone();
-        h20.cpu_info = Some(CPU_INFO.replace("42", "20"));
+        h20.cpu_info = Some(CPU_INFO.replace("42", "20").into());
         assert!(!check(&h20, &[("hw:maxphysaddr_bits", "42")]));
         let mut no_bits = h.clone();
         no_bits.cpu_info = Some(r#"{"vendor": "Intel"}"#.into());
@@ -272,7 +288,8 @@ mod tests {
         let mut h = stats(&[("k", "v")]);
         h.cpu_allocation_ratio = 16.0;
         h.hypervisor_version = Some(6_000_000);
-        h.supported_instances = vec![vec!["x86_64".into(), "kvm".into(), "hvm".into()]];
+        h.supported_instances =
+            std::sync::Arc::new(vec![vec!["x86_64".into(), "kvm".into(), "hvm".into()]]);
         h.host_ip = Some("10.1.2.3".into());
         assert!(check(&h, &[("cpu_allocation_ratio", "16.0")]));
         assert!(check(&h, &[("cpu_allocation_ratio", "== 16")]));
@@ -287,7 +304,7 @@ mod tests {
         // hasattr() is true for None-valued attributes: the key is then checked and fails.
         assert!(!check(&h, &[("hypervisor_type", "QEMU")]));
         // ... unless stats has it, which is the fallback.
-        h.stats.insert("hypervisor_type".into(), "QEMU".into());
+        std::sync::Arc::make_mut(&mut h.stats).insert("hypervisor_type".into(), "QEMU".into());
         assert!(check(&h, &[("hypervisor_type", "QEMU")]));
         // service is a ReadOnlyDict, not a dict: nova getattr()s it and fails.
         assert!(!check(&h, &[("capabilities:service:disabled", "False")]));
@@ -298,7 +315,7 @@ mod tests {
         ));
         assert!(!check(&h, &[("capabilities:hypervisor_version:x", "1")]));
         // A JSON value walked into twice: a JSON string inside a stats value.
-        h.stats
+        std::sync::Arc::make_mut(&mut h.stats)
             .insert("j".into(), r#"{"a": "{\"b\": [1, 2.50]}"}"#.into());
         assert!(check(&h, &[("capabilities:j:a:b", "[1, 2.5]")]));
     }

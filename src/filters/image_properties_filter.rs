@@ -54,7 +54,7 @@ impl ImagePropertiesFilter {
                    "Instance contains properties {:?}, but no corresponding supported_instances are advertised by the compute node", checked);
             return Ok(false);
         }
-        for supported in &host.supported_instances {
+        for supported in host.supported_instances.iter() {
             // Membership in the triple, not position: img_hv_type 'xen' matches a
             // triple whose vm_mode is 'xen'.
             let props_match = checked
@@ -679,10 +679,12 @@ mod tests {
         };
         let host = HostState {
             host: "host1".into(),
-            supported_instances: supported
-                .iter()
-                .map(|t| t.iter().map(|s| s.to_string()).collect())
-                .collect(),
+            supported_instances: std::sync::Arc::new(
+                supported
+                    .iter()
+                    .map(|t| t.iter().map(|s| s.to_string()).collect())
+                    .collect(),
+            ),
             hypervisor_version,
             ..Default::default()
         };

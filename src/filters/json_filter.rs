@@ -447,7 +447,7 @@ mod tests {
     #[test]
     fn python_semantics_and_errors() {
         let mut h = host(2048, 0);
-        h.stats.insert("gpu".into(), "2".into());
+        std::sync::Arc::make_mut(&mut h.stats).insert("gpu".into(), "2".into());
         h.host_ip = Some("10.0.0.1".into());
         let cases = [
             (json!(["=", "$stats.gpu", "2"]), Ok(true)),

@@ -85,7 +85,7 @@ impl HostFilter for MetricsFilter {
         if self.keys.is_empty() {
             return true;
         }
-        let on_host = metric_names(host.metrics.as_ref());
+        let on_host = metric_names(host.metrics.as_deref());
         if self.keys.iter().all(|k| on_host.contains(k.as_str())) {
             return true;
         }
@@ -119,7 +119,7 @@ mod tests {
             is_rebuild: false,
         };
         let host = HostState {
-            metrics,
+            metrics: metrics.map(std::sync::Arc::new),
             ..Default::default()
         };
         filter.host_passes(&host, &req)

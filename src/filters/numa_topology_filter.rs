@@ -60,7 +60,7 @@ impl NUMATopologyFilter {
             warn!(host = %host.host, "NUMATopologyFilter: request has no image; host fails");
             return Verdict::fail();
         };
-        let host_topology = match host.numa.get(host.numa_topology.as_ref()) {
+        let host_topology = match host.numa.get(host.numa_topology.as_deref()) {
             Ok(t) => t.filter(|t| t.is_truthy()),
             Err(e) => {
                 warn!(host = %host.host, node = %host.nodename, error = %e,

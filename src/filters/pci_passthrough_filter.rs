@@ -109,10 +109,10 @@ mod tests {
 
     fn host(count: i64, candidates: Vec<Value>) -> HostState {
         HostState {
-            pci_stats: Some(
+            pci_stats: Some(std::sync::Arc::new(
                 json!([{"vendor_id": "8086", "product_id": "0001", "count": count,
                                     "dev_type": "type-PCI"}]),
-            ),
+            )),
             allocation_candidates: candidates,
             ..Default::default()
         }

@@ -1210,7 +1210,7 @@ pub fn host_attr(h: &HostState, name: &str) -> PyValue {
         "hypervisor_type" => opt_str(&h.hypervisor_type),
         "hypervisor_version" => h.hypervisor_version.map_or(PyValue::None, int),
         "hypervisor_hostname" => opt_str(&h.hypervisor_hostname),
-        "cpu_info" => opt_str(&h.cpu_info),
+        "cpu_info" => h.cpu_info.as_deref().map_or(PyValue::None, PyValue::str),
         "supported_instances" => PyValue::List(
             h.supported_instances
                 .iter()

@@ -362,12 +362,7 @@ pub async fn allocation_candidates(
         debug!("Requesting fallback allocation candidates with VCPU instead of PCPU");
         let second = resources_from_request_spec(spec, query, false, nodes.as_deref())?;
         match ask(placement, index, &second.query_params(), global_request_id).await {
-            Ok(more) => {
-                found.allocation_requests.extend(more.allocation_requests);
-                for (rp, summary) in more.provider_summaries {
-                    found.provider_summaries.insert(rp, summary);
-                }
-            }
+            Ok(more) => found.merge(more),
             // nova: a connection failure skips the merge; an HTTP error makes its
             // merge fail with a TypeError. We keep the first answer either way.
             Err(e @ PlacementError::Unreachable(_)) => {

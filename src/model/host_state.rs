@@ -70,8 +70,9 @@ pub struct HostState {
     pub cpu_allocation_ratio: f64,
     pub ram_allocation_ratio: f64,
     pub disk_allocation_ratio: f64,
-    /// `compute_nodes.stats`; values are strings.
-    pub stats: BTreeMap<String, String>,
+    /// `compute_nodes.stats`; values are strings. Shared with the cached state:
+    /// a request copies a pointer, not the map.
+    pub stats: Arc<BTreeMap<String, String>>,
     pub num_instances: i64,
     pub num_io_ops: i64,
     pub failed_builds: i64,
@@ -80,18 +81,18 @@ pub struct HostState {
     pub hypervisor_version: Option<i64>,
     pub hypervisor_hostname: Option<String>,
     /// Raw JSON string, as nova keeps it.
-    pub cpu_info: Option<String>,
+    pub cpu_info: Option<Arc<str>>,
     /// `[arch, hv_type, vm_mode]` triples.
-    pub supported_instances: Vec<Vec<String>>,
-    pub numa_topology: Option<Value>,
+    pub supported_instances: Arc<Vec<Vec<String>>>,
+    pub numa_topology: Option<Arc<Value>>,
     /// `numa_topology` decoded (once, on first use); after virtual consumption it
     /// holds the consumed topology while `numa_topology` keeps the compute's report.
     pub numa: crate::numa::HostNumaCache,
-    pub pci_stats: Option<Value>,
+    pub pci_stats: Option<Arc<Value>>,
     /// `pci_stats` parsed once into nova's pools (see `crate::pci::host_pools`); the
     /// per-request consume works on this copy.
     pub pci: Option<Arc<crate::pci::PciStats>>,
-    pub metrics: Option<Value>,
+    pub metrics: Option<Arc<Value>>,
     pub aggregates: Vec<Arc<Aggregate>>,
     /// Uuids of the instances on this host (only keys matter to in-tree filters).
     pub instances: Arc<BTreeSet<String>>,
@@ -167,7 +168,7 @@ impl HostState {
             numa_fit_instance_to_host, numa_usage_from_instance, InstanceCell, InstanceTopology,
             Limits, PciContext,
         };
-        let Some(host_topology) = self.numa.get(self.numa_topology.as_ref())? else {
+        let Some(host_topology) = self.numa.get(self.numa_topology.as_deref())? else {
             return Ok(());
         };
         let Some(raw) = spec_numa.as_ref() else {
@@ -233,6 +234,29 @@ impl HostState {
     }
 }
 
+/// The positions of `candidates` (indices into a request's host list) in
+/// ascending host index. A pass over every candidate that visits them in this
+/// order reads the host list front to back instead of in weight order, which at
+/// thousands of hosts saves most cache misses; results are stored by position, so
+/// the outcome does not depend on the visiting order.
+pub fn positions_in_memory_order(candidates: &[usize]) -> Vec<usize> {
+    if candidates.windows(2).all(|w| w[0] < w[1]) {
+        return (0..candidates.len()).collect();
+    }
+    let max = candidates.iter().copied().max().unwrap_or(0);
+    let mut slot = vec![usize::MAX; max + 1];
+    for (position, &host) in candidates.iter().enumerate() {
+        if slot[host] != usize::MAX {
+            // A host listed twice: keep every position (stable sort by host index).
+            let mut positions: Vec<usize> = (0..candidates.len()).collect();
+            positions.sort_by_key(|&p| candidates[p]);
+            return positions;
+        }
+        slot[host] = position;
+    }
+    slot.into_iter().filter(|&p| p != usize::MAX).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,6 +284,14 @@ mod tests {
         assert!(svc.is_up(now, 30, 30));
         svc.forced_down = true;
         assert!(!svc.is_up(now, 60, 10));
+    }
+
+    #[test]
+    fn memory_order_visits_every_position_once_by_host_index() {
+        assert_eq!(positions_in_memory_order(&[]), Vec::<usize>::new());
+        assert_eq!(positions_in_memory_order(&[0, 2, 5]), vec![0, 1, 2]);
+        assert_eq!(positions_in_memory_order(&[5, 0, 9, 2]), vec![1, 3, 0, 2]);
+        assert_eq!(positions_in_memory_order(&[3, 1, 3]), vec![1, 0, 2]);
     }
 
     #[test]

@@ -67,9 +67,7 @@ impl NotifiedSpec {
     /// creating the `Destination` when the spec had none, as `objects.Destination()`.
     pub fn set_destination_aggregates(&mut self, aggregates: &[String]) {
         let Some(d) = self.data_mut() else { return };
-        let dest = d
-            .entry("requested_destination")
-            .or_insert(Value::Null);
+        let dest = d.entry("requested_destination").or_insert(Value::Null);
         if !dest.is_object() {
             *dest = serde_json::json!({
                 NAME: "Destination", "nova_object.namespace": "nova",
@@ -127,7 +125,10 @@ impl NotifiedSpec {
         if let Some(flavor) = flavor {
             let fd = data_of(flavor);
             for field in ["root_gb", "ephemeral_gb", "memory_mb", "vcpus"] {
-                let v = fd.and_then(|m| m.get(field)).cloned().unwrap_or(Value::Null);
+                let v = fd
+                    .and_then(|m| m.get(field))
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 instance.insert(field.into(), v);
             }
         }
@@ -233,7 +234,10 @@ impl NotifiedSpec {
             present("retry").map_or(Value::Null, retry_payload),
         );
         p.insert("scheduler_hints".into(), field("scheduler_hints"));
-        p.insert("security_groups".into(), security_groups(d.get("security_groups")));
+        p.insert(
+            "security_groups".into(),
+            security_groups(d.get("security_groups")),
+        );
         payload_object("RequestSpecPayload", REQUEST_SPEC_PAYLOAD_VERSION, p)
     }
 }
@@ -244,9 +248,7 @@ fn data_of(v: &Value) -> Option<&Map<String, Value>> {
 
 fn add_change(obj: &mut Value, field: &str) {
     let Some(o) = obj.as_object_mut() else { return };
-    let changes = o
-        .entry(CHANGES)
-        .or_insert_with(|| Value::Array(Vec::new()));
+    let changes = o.entry(CHANGES).or_insert_with(|| Value::Array(Vec::new()));
     if let Some(list) = changes.as_array_mut() {
         if !list.iter().any(|c| c == field) {
             list.push(Value::String(field.into()));
@@ -309,7 +311,11 @@ fn isotime(v: &Value) -> Value {
             } else {
                 let sign = if offset < 0 { '-' } else { '+' };
                 let o = offset.abs();
-                Value::String(format!("{base}UTC{sign}{:02}:{:02}", o / 3600, (o % 3600) / 60))
+                Value::String(format!(
+                    "{base}UTC{sign}{:02}:{:02}",
+                    o / 3600,
+                    (o % 3600) / 60
+                ))
             }
         }
         None => v.clone(),
@@ -733,7 +739,11 @@ mod tests {
 
     #[test]
     fn destination_created_for_required_aggregates() {
-        let spec = obj("RequestSpec", "1.15", json!({"requested_destination": null}));
+        let spec = obj(
+            "RequestSpec",
+            "1.15",
+            json!({"requested_destination": null}),
+        );
         let mut s = NotifiedSpec::new(spec);
         s.set_destination_aggregates(&["a,b".into()]);
         let v = s.versioned_payload();

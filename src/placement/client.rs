@@ -18,8 +18,75 @@ const CLAIM_ATTEMPTS: u32 = 4;
 pub struct AllocationCandidates {
     /// Allocation requests in Placement's order (`{"allocations", "mappings"}` at 1.36).
     pub allocation_requests: Vec<Value>,
-    /// Provider summaries by resource provider uuid (nova only uses the keys).
-    pub provider_summaries: Map<String, Value>,
+    /// The keys of `provider_summaries`, in Placement's order: nova uses nothing
+    /// else of the summaries, so their bodies are skipped unparsed.
+    pub provider_uuids: Vec<String>,
+}
+
+/// The candidates answer as read off the wire: the allocation requests as JSON
+/// (they go back to Placement and into Selections), the summaries' keys only.
+#[derive(serde::Deserialize)]
+struct CandidatesBody {
+    allocation_requests: Vec<Value>,
+    #[serde(deserialize_with = "object_keys")]
+    provider_summaries: Vec<String>,
+}
+
+/// A JSON object's keys, its values skipped (`IgnoredAny`, no allocation).
+fn object_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a provider_summaries dict")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut keys = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    d.deserialize_map(Keys)
+}
+
+impl AllocationCandidates {
+    /// Parses a `GET /allocation_candidates` body.
+    pub fn from_json(body: &str) -> Result<Self, PlacementError> {
+        let what = "GET /allocation_candidates";
+        let parsed: CandidatesBody = serde_json::from_str(body).map_err(|e| {
+            if e.is_data() {
+                bad(
+                    what,
+                    &format!("no allocation_requests list or provider_summaries dict: {e}"),
+                )
+            } else {
+                bad(what, &format!("invalid JSON: {e}"))
+            }
+        })?;
+        Ok(AllocationCandidates {
+            allocation_requests: parsed.allocation_requests,
+            provider_uuids: parsed.provider_summaries,
+        })
+    }
+
+    /// nova's merge of the fallback (VCPU) answer into the first: requests appended,
+    /// summaries `dict.update`d (a known key keeps its place).
+    pub fn merge(&mut self, more: AllocationCandidates) {
+        self.allocation_requests.extend(more.allocation_requests);
+        let known: std::collections::HashSet<String> =
+            self.provider_uuids.iter().cloned().collect();
+        self.provider_uuids.extend(
+            more.provider_uuids
+                .into_iter()
+                .filter(|u| !known.contains(u)),
+        );
+    }
 }
 
 /// A reused HTTP client for Placement.
@@ -111,29 +178,7 @@ impl PlacementClient {
         if answer.status != 200 {
             return Err(http_error(Method::GET, "/allocation_candidates", answer));
         }
-        let mut body: Value = parse(&answer.body, "GET /allocation_candidates")?;
-        let requests = match body.get_mut("allocation_requests").map(Value::take) {
-            Some(Value::Array(items)) => items,
-            _ => {
-                return Err(bad(
-                    "GET /allocation_candidates",
-                    "no allocation_requests list",
-                ))
-            }
-        };
-        let summaries = match body.get_mut("provider_summaries").map(Value::take) {
-            Some(Value::Object(map)) => map,
-            _ => {
-                return Err(bad(
-                    "GET /allocation_candidates",
-                    "no provider_summaries dict",
-                ))
-            }
-        };
-        Ok(AllocationCandidates {
-            allocation_requests: requests,
-            provider_summaries: summaries,
-        })
+        AllocationCandidates::from_json(&answer.body)
     }
 
     /// nova's `SchedulerReportClient.claim_resources` for a new consumer

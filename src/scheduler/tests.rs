@@ -337,12 +337,12 @@ async fn empty_instance_uuids_place_nothing() {
 
 fn pci_host(name: &str, free_ram_mb: i64, devices: i64) -> HostState {
     let mut h = host(name, "c1", free_ram_mb);
-    h.pci_stats = Some(
+    h.pci_stats = Some(Arc::new(
         json!([{"vendor_id": "8086", "product_id": "1520", "count": devices,
                                "dev_type": "type-VF", "physical_network": "net1"}]),
-    );
+    ));
     h.pci = Some(Arc::new(crate::pci::PciStats::from_raw(
-        h.pci_stats.as_ref(),
+        h.pci_stats.as_deref(),
     )));
     h
 }

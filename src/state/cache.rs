@@ -213,6 +213,9 @@ impl CellCache {
             Vec::new(),
             Arc::new(BTreeSet::new()),
         );
+        // Parse the NUMA topology once here: every request's copy then shares the
+        // parsed form instead of parsing it again (a malformed one is kept as its error).
+        let _ = state.numa.get(state.numa_topology.as_deref());
         if let Some(u) = &uuid {
             self.node_by_uuid.insert(u.clone(), id);
         }

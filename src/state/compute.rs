@@ -182,25 +182,27 @@ fn update_from_compute_node(
     state.vcpus_total = node.vcpus;
     state.vcpus_used = node.vcpus_used;
     state.updated = node.updated_at.map(|t| t.and_utc());
-    state.numa_topology = non_empty_json(node.numa_topology.as_deref(), "numa_topology");
+    state.numa_topology =
+        non_empty_json(node.numa_topology.as_deref(), "numa_topology").map(Arc::new);
     state.pci_stats = node
         .pci_stats
         .as_deref()
-        .and_then(|s| parse_json(s, "pci_stats"));
+        .and_then(|s| parse_json(s, "pci_stats"))
+        .map(Arc::new);
     state.pci = Some(std::sync::Arc::new(crate::pci::PciStats::from_raw(
-        state.pci_stats.as_ref(),
+        state.pci_stats.as_deref(),
     )));
     state.host_ip = node.host_ip;
     state.hypervisor_type = node.hypervisor_type;
     state.hypervisor_version = node.hypervisor_version;
     state.hypervisor_hostname = node.hypervisor_hostname;
-    state.cpu_info = node.cpu_info;
-    state.supported_instances = supported_instances(node.supported_instances.as_deref());
-    state.stats = stats(node.stats.as_deref());
+    state.cpu_info = node.cpu_info.map(Arc::from);
+    state.supported_instances = Arc::new(supported_instances(node.supported_instances.as_deref()));
+    state.stats = Arc::new(stats(node.stats.as_deref()));
     state.num_instances = stat_int(&state.stats, "num_instances");
     state.num_io_ops = stat_int(&state.stats, "io_workload");
     state.failed_builds = stat_int(&state.stats, "failed_builds");
-    state.metrics = non_empty_json(node.metrics.as_deref(), "metrics");
+    state.metrics = non_empty_json(node.metrics.as_deref(), "metrics").map(Arc::new);
     state.cpu_allocation_ratio = ratio(node.cpu_allocation_ratio, ratios.cpu);
     state.ram_allocation_ratio = ratio(node.ram_allocation_ratio, ratios.ram);
     state.disk_allocation_ratio = ratio(node.disk_allocation_ratio, ratios.disk);

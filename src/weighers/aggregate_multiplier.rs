@@ -7,6 +7,65 @@ use crate::model::HostState;
 use std::collections::BTreeSet;
 use tracing::warn;
 
+/// Every multiplier key nova's weighers read ends with this; an aggregate with no
+/// such key cannot override any weigher.
+pub const MULTIPLIER_KEY_SUFFIX: &str = "_weight_multiplier";
+
+/// A weigher's multiplier: the config value, the aggregate metadata key that
+/// overrides it, and whether nova negates the result (BuildFailureWeigher).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MultiplierSetting {
+    pub key: &'static str,
+    pub config_value: f64,
+    pub negate: bool,
+}
+
+impl MultiplierSetting {
+    pub fn new(key: &'static str, config_value: f64) -> Self {
+        MultiplierSetting {
+            key,
+            config_value,
+            negate: false,
+        }
+    }
+
+    pub fn negated(key: &'static str, config_value: f64) -> Self {
+        MultiplierSetting {
+            negate: true,
+            ..MultiplierSetting::new(key, config_value)
+        }
+    }
+
+    /// The multiplier of `host` (nova's `get_weight_multiplier`, signed).
+    pub fn for_host(&self, host: &HostState) -> f64 {
+        self.signed(weight_multiplier(host, self.key, self.config_value))
+    }
+
+    /// The multiplier of a host none of whose aggregates can override it.
+    pub fn without_override(&self) -> f64 {
+        self.signed(self.config_value)
+    }
+
+    fn signed(&self, value: f64) -> f64 {
+        if self.negate {
+            -value
+        } else {
+            value
+        }
+    }
+}
+
+/// Whether any of `host`'s aggregates carries a `*_weight_multiplier` key; when
+/// none does, every weigher's multiplier is its config value. Checked once per host
+/// and request instead of once per weigher.
+pub fn may_override(host: &HostState) -> bool {
+    host.aggregates.iter().any(|a| {
+        a.metadata
+            .keys()
+            .any(|k| k.ends_with(MULTIPLIER_KEY_SUFFIX))
+    })
+}
+
 pub fn weight_multiplier(host: &HostState, key: &str, config_value: f64) -> f64 {
     // aggregate_values_from_key: raw values, no comma splitting, as a set.
     let values: BTreeSet<&str> = host

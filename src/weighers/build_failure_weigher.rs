@@ -3,7 +3,7 @@
 //! returns `-1 ×` the configured (or aggregate) multiplier, so an aggregate value of
 //! `1000` means −1000.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -25,7 +25,8 @@ impl HostWeigher for BuildFailureWeigher {
         Ok(host.failed_builds as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        -weight_multiplier(host, "build_failure_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        // nova returns `-1 *` the multiplier.
+        MultiplierSetting::negated("build_failure_weight_multiplier", self.multiplier)
     }
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `CPUWeigher`: free vCPUs (total × allocation ratio − used); positive spreads.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -23,8 +23,8 @@ impl HostWeigher for CPUWeigher {
         Ok(host.vcpus_total as f64 * host.cpu_allocation_ratio - host.vcpus_used as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "cpu_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("cpu_weight_multiplier", self.multiplier)
     }
 
     fn minval(&self) -> Option<f64> {

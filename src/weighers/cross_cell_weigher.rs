@@ -2,7 +2,7 @@
 //! `CrossCellWeigher`: for a move that may cross cells, prefer hosts in the source
 //! cell (raw +1) over the others (raw −1); 0 for every host otherwise.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -32,7 +32,7 @@ impl HostWeigher for CrossCellWeigher {
         }
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "cross_cell_move_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("cross_cell_move_weight_multiplier", self.multiplier)
     }
 }

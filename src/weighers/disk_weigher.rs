@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `DiskWeigher`: free disk; positive spreads.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -23,8 +23,8 @@ impl HostWeigher for DiskWeigher {
         Ok(host.free_disk_mb as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "disk_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("disk_weight_multiplier", self.multiplier)
     }
 
     fn minval(&self) -> Option<f64> {

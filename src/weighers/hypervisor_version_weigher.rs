@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `HypervisorVersionWeigher`: newer hypervisors win by default.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -23,11 +23,7 @@ impl HostWeigher for HypervisorVersionWeigher {
         Ok(host.hypervisor_version.unwrap_or(0) as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(
-            host,
-            "hypervisor_version_weight_multiplier",
-            self.multiplier,
-        )
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("hypervisor_version_weight_multiplier", self.multiplier)
     }
 }

@@ -8,7 +8,7 @@
 //! properties it does not name). Disabled (0 for every host, no data read) while the
 //! *config* multiplier is 0.0, whatever the aggregates say.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::image_props::{count_pairs, request_props};
 use super::{HostWeigher, WeighError};
 use crate::filters::metrics_filter::parse_options;
@@ -98,8 +98,8 @@ impl HostWeigher for ImagePropertiesWeigher {
         Ok(weight)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "image_props_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("image_props_weight_multiplier", self.multiplier)
     }
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `IoOpsWeigher`: I/O-heavy operations on the host; nova's default multiplier (−1.0) prefers idle hosts.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -23,8 +23,8 @@ impl HostWeigher for IoOpsWeigher {
         Ok(host.num_io_ops as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "io_ops_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("io_ops_weight_multiplier", self.multiplier)
     }
 
     fn minval(&self) -> Option<f64> {

@@ -6,7 +6,7 @@
 //! `weight_of_unavailable` at once, unless that entry could not matter
 //! (`ratio × multiplier == 0`), in which case the entry is skipped.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::filters::metrics_filter::parse_options;
 use crate::filters::utils::py_float;
@@ -105,7 +105,7 @@ impl HostWeigher for MetricsWeigher {
         if self.setting.is_empty() {
             return Ok(0.0); // nova's loop adds nothing; skip reading the metrics
         }
-        let metrics = metric_values(host.metrics.as_ref());
+        let metrics = metric_values(host.metrics.as_deref());
         let mut value = 0.0;
         for (name, ratio) in &self.setting {
             match metrics.get(name.as_str()) {
@@ -129,8 +129,8 @@ impl HostWeigher for MetricsWeigher {
         Ok(value)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "metrics_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("metrics_weight_multiplier", self.multiplier)
     }
 }
 
@@ -162,7 +162,7 @@ mod tests {
                 HostState {
                     host: name.to_string(),
                     nodename: name.to_string(),
-                    metrics: Some(Value::Array(m)),
+                    metrics: Some(std::sync::Arc::new(Value::Array(m))),
                     ..Default::default()
                 }
             })
@@ -214,17 +214,19 @@ mod tests {
     fn missing_metric_with_zero_ratio_is_skipped_and_percent_scaled() {
         let w = MetricsWeigher::new(&["idle=0".into(), "kernel=1".into()], 1.0, false, -10000.0);
         let host = HostState {
-            metrics: Some(json!([{"name": "kernel", "value": 3}])),
+            metrics: Some(std::sync::Arc::new(json!([{"name": "kernel", "value": 3}]))),
             ..Default::default()
         };
         assert_eq!(w.weigh(&host, &RequestSpec::default()), Ok(3.0));
         let host = HostState {
-            metrics: Some(json!([{"name": "cpu.percent", "value": 0.29}])),
+            metrics: Some(std::sync::Arc::new(
+                json!([{"name": "cpu.percent", "value": 0.29}]),
+            )),
             ..Default::default()
         };
         // Python: int(0.29 * 100) == 28.
         assert_eq!(
-            metric_values(host.metrics.as_ref()).get("cpu.percent"),
+            metric_values(host.metrics.as_deref()).get("cpu.percent"),
             Some(&28.0)
         );
         assert!(MetricsWeigher::new(&[], 1.0, true, 0.0).is_inert());

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `NumInstancesWeigher`: instance count; positive packs, negative spreads (default 0.0: inert).
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -23,7 +23,7 @@ impl HostWeigher for NumInstancesWeigher {
         Ok(host.num_instances as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "num_instances_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("num_instances_weight_multiplier", self.multiplier)
     }
 }

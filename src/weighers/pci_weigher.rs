@@ -2,7 +2,7 @@
 //! `PCIWeigher`: keep hosts with free PCI devices for the requests that need them.
 //! The raw weight is `100 − min(free devices, 99)`, independent of the request.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 use serde_json::Value;
@@ -47,13 +47,13 @@ impl HostWeigher for PCIWeigher {
         // The parsed pools, when loaded, include this request's earlier consumption.
         let free = match &host.pci {
             Some(stats) => stats.free_devices(),
-            None => free_pci_devices(host.pci_stats.as_ref()),
+            None => free_pci_devices(host.pci_stats.as_deref()),
         };
         Ok((MAX_DEVS - free.min(MAX_DEVS - 1)) as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "pci_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("pci_weight_multiplier", self.multiplier)
     }
 }
 
@@ -72,7 +72,7 @@ mod tests {
         assert_eq!(free_pci_devices(Some(&json!([{"count": 3}]))), 3);
         let w = PCIWeigher { multiplier: 1.0 };
         let host = HostState {
-            pci_stats: Some(json!([{"count": 500}])),
+            pci_stats: Some(std::sync::Arc::new(json!([{"count": 500}]))),
             ..Default::default()
         };
         assert_eq!(w.weigh(&host, &RequestSpec::default()).ok(), Some(1.0));

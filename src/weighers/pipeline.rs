@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! nova's `BaseWeightHandler.get_weighed_objects`.
 
+use super::aggregate_multiplier::{may_override, MULTIPLIER_KEY_SUFFIX};
 use super::normalize::normalize;
 use super::{HostWeigher, WeighError};
+use crate::model::host_state::positions_in_memory_order;
 use crate::model::{HostState, RequestSpec};
 use std::collections::BTreeMap;
 use tracing::{debug, enabled, Level};
@@ -129,24 +131,60 @@ impl WeigherPipeline {
             return Ok(weighed);
         }
         let log = enabled!(Level::DEBUG);
-        let mut raw = Vec::with_capacity(weighed.len());
-        for weigher in &self.weighers {
-            raw.clear();
-            for w in &weighed {
-                let mut value = weigher.weigh(&hosts[w.index], spec)?;
+        // Hosts whose aggregates carry no multiplier key take every weigher's config
+        // value; only the others are looked up per weigher (nova looks up all).
+        let keys_suffixed = self
+            .weighers
+            .iter()
+            .all(|w| w.multiplier_setting().key.ends_with(MULTIPLIER_KEY_SUFFIX));
+        // Host states are read in memory order (see `positions_in_memory_order`);
+        // every result is stored by position.
+        let memory_order = positions_in_memory_order(candidates);
+        let mut overridable = vec![true; weighed.len()];
+        if keys_suffixed {
+            for &i in &memory_order {
+                overridable[i] = may_override(&hosts[weighed[i].index]);
+            }
+        }
+        // Raw weights host by host (each host's state is read once, not once per
+        // weigher), stored weigher by weigher: `all_raw[k * n + i]`.
+        let n = weighed.len();
+        let bounds: Vec<(Option<f64>, Option<f64>)> = self
+            .weighers
+            .iter()
+            .map(|w| (w.minval(), w.maxval()))
+            .collect();
+        let mut all_raw = vec![0.0; self.weighers.len() * n];
+        for &i in &memory_order {
+            let host = &hosts[weighed[i].index];
+            for (k, weigher) in self.weighers.iter().enumerate() {
+                let mut value = match weigher.weigh(host, spec) {
+                    Ok(v) => v,
+                    Err(e) => return Err(self.first_error(hosts, &weighed, spec).unwrap_or(e)),
+                };
                 // nova: "don't let the weight go beyond the defined max/min".
-                if let Some(min) = weigher.minval() {
+                let (minval, maxval) = bounds[k];
+                if let Some(min) = minval {
                     value = value.max(min);
                 }
-                if let Some(max) = weigher.maxval() {
+                if let Some(max) = maxval {
                     value = value.min(max);
                 }
-                raw.push(value);
+                all_raw[k * n + i] = value;
             }
-            let normalized = normalize(&raw, weigher.minval(), weigher.maxval());
+        }
+        for (k, weigher) in self.weighers.iter().enumerate() {
+            let (minval, maxval) = bounds[k];
+            let setting = weigher.multiplier_setting();
+            let raw = &all_raw[k * n..(k + 1) * n];
+            let normalized = normalize(raw, minval, maxval);
             let mut multipliers = Vec::new();
             for (i, w) in weighed.iter_mut().enumerate() {
-                let multiplier = weigher.multiplier(&hosts[w.index]);
+                let multiplier = if overridable[i] {
+                    weigher.multiplier(&hosts[w.index])
+                } else {
+                    setting.without_override()
+                };
                 let contribution = multiplier * normalized[i];
                 w.weight += contribution;
                 if let Some(scores) = explain.as_deref_mut() {
@@ -167,7 +205,7 @@ impl WeigherPipeline {
                     weigher.name(),
                     hosts,
                     &weighed,
-                    &raw,
+                    raw,
                     &normalized,
                     &multipliers,
                 );
@@ -179,6 +217,21 @@ impl WeigherPipeline {
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         Ok(weighed)
+    }
+
+    /// The error nova raises: the first one weigher by weigher, host by host (the
+    /// raw weights are computed host by host, which can meet another one first).
+    fn first_error(
+        &self,
+        hosts: &[HostState],
+        weighed: &[WeighedHost],
+        spec: &RequestSpec,
+    ) -> Option<WeighError> {
+        self.weighers.iter().find_map(|weigher| {
+            weighed
+                .iter()
+                .find_map(|w| weigher.weigh(&hosts[w.index], spec).err())
+        })
     }
 
     /// nova's three debug lines per weigher, then one structured event per host.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `RAMWeigher`: free RAM; a positive multiplier spreads, a negative one packs.
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -23,8 +23,8 @@ impl HostWeigher for RAMWeigher {
         Ok(host.free_ram_mb as f64)
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(host, "ram_weight_multiplier", self.multiplier)
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("ram_weight_multiplier", self.multiplier)
     }
 
     fn minval(&self) -> Option<f64> {

@@ -2,7 +2,7 @@
 //! `ServerGroupSoftAntiAffinityWeigher`: hosts holding fewer members of a soft-anti-affinity group win.
 //! The raw weight is -(number of group members on the host).
 
-use super::aggregate_multiplier::weight_multiplier;
+use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, WeighError};
 use crate::model::{HostState, RequestSpec};
 
@@ -37,11 +37,7 @@ impl HostWeigher for ServerGroupSoftAntiAffinityWeigher {
         Ok(-(members as f64))
     }
 
-    fn multiplier(&self, host: &HostState) -> f64 {
-        weight_multiplier(
-            host,
-            "soft_anti_affinity_weight_multiplier",
-            self.multiplier,
-        )
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("soft_anti_affinity_weight_multiplier", self.multiplier)
     }
 }

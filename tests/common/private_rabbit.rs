@@ -56,8 +56,8 @@ impl TestPki {
             openssl(
                 dir,
                 &[
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
-                    cert, "-days", "2", "-subj", cn,
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", cn,
                 ],
             )
         };
@@ -76,13 +76,29 @@ impl TestPki {
             let ext = format!("{name}.ext");
             openssl(
                 dir,
-                &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", cn],
+                &[
+                    "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj",
+                    cn,
+                ],
             );
             openssl(
                 dir,
                 &[
-                    "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key",
-                    "-CAcreateserial", "-out", &pem, "-days", "2", "-extfile", &ext,
+                    "x509",
+                    "-req",
+                    "-in",
+                    &csr,
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    &pem,
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &ext,
                 ],
             );
         }
@@ -141,8 +157,14 @@ impl PrivateRabbit {
         std::fs::create_dir_all(&home).unwrap();
         let cookie = home.join(".erlang.cookie");
         let mut f = std::fs::File::create(&cookie).unwrap();
-        f.write_all(uuid::Uuid::new_v4().simple().to_string().to_uppercase().as_bytes())
-            .unwrap();
+        f.write_all(
+            uuid::Uuid::new_v4()
+                .simple()
+                .to_string()
+                .to_uppercase()
+                .as_bytes(),
+        )
+        .unwrap();
         drop(f);
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&cookie, std::fs::Permissions::from_mode(0o400)).unwrap();
@@ -209,7 +231,10 @@ impl PrivateRabbit {
             .env("RABBITMQ_CONFIG_FILE", conf.with_extension(""))
             .env("RABBITMQ_MNESIA_BASE", self.dir.join("mnesia"))
             .env("RABBITMQ_LOG_BASE", self.dir.join("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", self.dir.join("enabled_plugins"))
+            .env(
+                "RABBITMQ_ENABLED_PLUGINS_FILE",
+                self.dir.join("enabled_plugins"),
+            )
             .env("RABBITMQ_PID_FILE", self.dir.join("rabbit.pid"))
             .env_remove("RABBITMQ_NODE_PORT")
             .stdin(Stdio::null())
@@ -227,7 +252,10 @@ impl PrivateRabbit {
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    return Err(format!("rabbitmq-server exited ({status}): {}", self.server_out_tail()));
+                    return Err(format!(
+                        "rabbitmq-server exited ({status}): {}",
+                        self.server_out_tail()
+                    ));
                 }
             }
             let out = self.ctl(&["await_startup", "--timeout", "10"]);

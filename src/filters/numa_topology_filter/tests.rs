@@ -42,7 +42,7 @@ fn host(topology: Option<Value>, cpu: f64, ram: f64, candidates: usize) -> HostS
     HostState {
         host: "host1".into(),
         nodename: "node1".into(),
-        numa_topology: topology,
+        numa_topology: topology.map(std::sync::Arc::new),
         cpu_allocation_ratio: cpu,
         ram_allocation_ratio: ram,
         allocation_candidates: (0..candidates).map(|_| json!({"mappings": {}})).collect(),
@@ -303,12 +303,12 @@ fn pci_request(count: i64, policy: Option<&str>) -> Value {
 /// The 2-cell fixture with one device pool per `(numa_node, count)`.
 fn pci_host(pools: &[(Option<i64>, i64)]) -> HostState {
     let mut h = host(Some(no_ht()), 16.0, 1.5, 1);
-    h.pci_stats = Some(Value::Array(
+    h.pci_stats = Some(std::sync::Arc::new(Value::Array(
         pools
             .iter()
             .map(|(n, c)| json!({"vendor_id": "v", "product_id": "p", "numa_node": n, "count": c}))
             .collect(),
-    ));
+    )));
     h
 }
 
@@ -364,19 +364,19 @@ fn numa_affinity_policies_decide_when_the_device_cell_is_full() {
     // Cell 1 (with the device) cannot hold 400 MiB more once 300 of its 512 MiB are
     // used (RAM ratio 1.0); cell 0 can.
     let full_cell_1 = |h: &mut HostState| {
-        let mut t = h.numa_topology.take().unwrap();
+        let mut t = (*h.numa_topology.take().unwrap()).clone();
         t["nova_object.data"]["cells"][1]["nova_object.data"]["memory_usage"] = json!(300);
-        h.numa_topology = Some(t);
+        h.numa_topology = Some(std::sync::Arc::new(t));
         h.ram_allocation_ratio = 1.0;
     };
     let verdict = |policy: Option<&str>, sockets: [Option<i64>; 2]| {
         let mut h = pci_host(&[(Some(1), 1)]);
         full_cell_1(&mut h);
-        let mut t = h.numa_topology.take().unwrap();
+        let mut t = (*h.numa_topology.take().unwrap()).clone();
         for (i, s) in sockets.iter().enumerate() {
             t["nova_object.data"]["cells"][i]["nova_object.data"]["socket"] = json!(s);
         }
-        h.numa_topology = Some(t);
+        h.numa_topology = Some(std::sync::Arc::new(t));
         let s = one_cell_with_pci(400, 1, policy);
         passes(&mut h, &s)
     };

@@ -158,9 +158,7 @@ pub fn local_candidates(
             "allocations": { p.uuid.clone(): { "resources": resources } },
             "mappings": { "": [p.uuid.clone()] },
         }));
-        found
-            .provider_summaries
-            .insert(p.uuid.clone(), provider_summary(index, p));
+        found.provider_uuids.push(p.uuid.clone());
     }
     Ok(found)
 }

@@ -50,7 +50,7 @@ fn params(q: &[(&str, &str)]) -> LocalRequest {
 
 fn hosts(index: &ProviderIndex, q: &[(&str, &str)]) -> Vec<String> {
     let found = local_candidates(index, &params(q)).unwrap();
-    let mut keys: Vec<String> = found.provider_summaries.keys().cloned().collect();
+    let mut keys: Vec<String> = found.provider_uuids.clone();
     keys.sort();
     keys
 }
