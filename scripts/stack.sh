@@ -5,6 +5,8 @@
 #
 #   scripts/stack.sh up        fresh stack: services, venv, config, databases, schema,
 #                              RabbitMQ vhost, Placement, heartbeat (idempotent)
+#   scripts/stack.sh start     (re)start Placement and the heartbeat on the databases as
+#                              they are (e.g. a restored dump of a seeded cloud)
 #   scripts/stack.sh seed ARGS seed compute nodes (scripts/seed_cloud.py ARGS)
 #   scripts/stack.sh down      stop what 'up' started (Placement, heartbeat, a demo daemon;
 #                              RabbitMQ/MariaDB only if 'up' had to start them)
@@ -184,6 +186,17 @@ stop_ours() {
     nsrs_stop_pidfile "$PLACEMENT_PID" "Placement (gunicorn)"
 }
 
+# Placement and the heartbeat on the databases as they are (e.g. after restoring a
+# dump of a seeded cloud): nothing is dropped or recreated.
+cmd_start() {
+    nsrs_ensure_services
+    nsrs_ensure_venv
+    stop_ours
+    [ -f "$NOVA_CONF" ] || write_configs
+    start_placement
+    start_heartbeat
+}
+
 cmd_up() {
     local t0=$SECONDS
     nsrs_ensure_services
@@ -257,6 +270,7 @@ cmd_env() {
 
 case "${1:-}" in
 up) cmd_up ;;
+start) cmd_start ;;
 down) cmd_down ;;
 status) cmd_status ;;
 services) nsrs_ensure_services ;;

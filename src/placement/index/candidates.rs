@@ -144,23 +144,41 @@ pub fn local_candidates(
         return Err(Unsupported("sharing resource providers exist".into()));
     }
     let resolved = resolve(index, req)?;
+    // Every candidate allocates the same amounts: the `resources` object is built once
+    // and cloned (this runs over every provider on every request).
+    let mut resources = Map::with_capacity(resolved.resources.len());
+    for (_, rc, amount) in &resolved.resources {
+        resources.insert(rc.clone(), Value::from(*amount));
+    }
     let mut found = AllocationCandidates::default();
     for p in index.providers.values() {
         if !resolved.matches(index, p) {
             continue;
         }
-        let resources: Map<String, Value> = resolved
-            .resources
-            .iter()
-            .map(|(_, rc, amount)| (rc.clone(), json!(amount)))
-            .collect();
-        found.allocation_requests.push(json!({
-            "allocations": { p.uuid.clone(): { "resources": resources } },
-            "mappings": { "": [p.uuid.clone()] },
-        }));
+        found
+            .allocation_requests
+            .push(allocation_request(&p.uuid, &resources));
         found.provider_uuids.push(p.uuid.clone());
     }
     Ok(found)
+}
+
+/// `{"allocations": {uuid: {"resources": ...}}, "mappings": {"": [uuid]}}`, as
+/// Placement writes a single-provider candidate at 1.34+, with every map sized.
+fn allocation_request(uuid: &str, resources: &Map<String, Value>) -> Value {
+    let mut provider = Map::with_capacity(1);
+    provider.insert("resources".to_string(), Value::Object(resources.clone()));
+    let mut allocations = Map::with_capacity(1);
+    allocations.insert(uuid.to_string(), Value::Object(provider));
+    let mut mappings = Map::with_capacity(1);
+    mappings.insert(
+        String::new(),
+        Value::Array(vec![Value::String(uuid.to_string())]),
+    );
+    let mut request = Map::with_capacity(2);
+    request.insert("allocations".to_string(), Value::Object(allocations));
+    request.insert("mappings".to_string(), Value::Object(mappings));
+    Value::Object(request)
 }
 
 /// A provider summary at microversion 1.36: every inventory's capacity and usage,
