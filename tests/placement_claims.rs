@@ -34,13 +34,8 @@ mod placement_server;
 mod venv;
 
 use claims_cloud::*;
-use nova_scheduler::manager::{ManagerOptions, PrefilterOptions, SchedulerManager};
-use nova_scheduler::placement::{PlacementAuth, PlacementClient, PlacementOptions};
-use nova_scheduler::rpc::{RemoteError, RequestContext};
-use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
-use placement_admin::Admin;
+use nova_scheduler::rpc::RemoteError;
 use serde_json::{json, Map, Value};
-use sqlx::mysql::MySqlPool;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
