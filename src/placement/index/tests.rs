@@ -150,7 +150,7 @@ fn request(rp: &str, vcpu: i64) -> serde_json::Value {
 
 #[tokio::test]
 async fn tentative_claims_fill_the_room_and_revert() {
-    // VCPU capacity 10 * 0.7 = 7.
+    // VCPU capacity 10 * 0.7: 6 as Placement's SQL sees it (the FLOAT 0.7 is below 0.7).
     let live = live(index());
     let first = live.try_claim(&request(A, 4)).expect("4 of 7 fit");
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 4);
@@ -159,9 +159,10 @@ async fn tentative_claims_fill_the_room_and_revert() {
         "8 of 7 do not fit"
     );
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 4);
-    let second = live.try_claim(&request(A, 3)).expect("7 of 7 fit");
+    assert!(live.try_claim(&request(A, 3)).is_none(), "7 do not fit");
+    let second = live.try_claim(&request(A, 2)).expect("6 fit");
     live.revert(&first);
-    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 3);
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 2);
     live.revert(&second);
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 0);
     // Unknown provider or class: nothing claimed.
