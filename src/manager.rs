@@ -13,6 +13,7 @@
 //! update the instances of the warm host-state cache (without the cache, instances
 //! are read per request and the casts need no state).
 
+mod batch_claims;
 mod claims;
 pub mod prefilters;
 
@@ -30,12 +31,20 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tracing::{debug, info, info_span, Instrument};
+use tracing::{debug, info, info_span, warn, Instrument};
 
 /// The Placement microversion nova uses for candidates and claims.
 pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
+
+/// Decisions made for one batched request: the first, plus a new one on a refreshed
+/// index after each refused `POST /allocations`. Each refusal means another
+/// scheduler took the room first; three rounds let a request step past two such
+/// races while a request that keeps losing ends in NoValidHost (as nova's
+/// per-instance claims end when every host refused) instead of looping.
+const BATCH_CLAIM_ATTEMPTS: u32 = 3;
 
 /// Options the manager reads, from nova.conf.
 #[derive(Debug, Clone)]
@@ -65,6 +74,33 @@ pub struct SchedulerManager {
     notifier: Option<Arc<Notifier>>,
     /// The Placement provider index (fast path); `None` asks Placement, as nova.
     placement_index: Option<Arc<LiveIndex>>,
+    /// Set when Placement answered a batched claim with 406: claim per instance from
+    /// then on.
+    batch_unsupported: AtomicBool,
+    /// Requests claimed with one `POST /allocations`, and POSTs Placement refused.
+    batched_claims: AtomicU64,
+    batch_conflicts: AtomicU64,
+}
+
+/// How the claims of one request were made (the "select_destinations done" line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClaimMode {
+    /// No claim: no Placement candidates (rebuild) or no instance uuids (RPC < 4.4).
+    None,
+    /// nova's way: `GET` + `PUT /allocations/{uuid}` per instance.
+    PerInstance,
+    /// One `POST /allocations` for the whole request.
+    Batched,
+}
+
+impl ClaimMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            ClaimMode::None => "none",
+            ClaimMode::PerInstance => "per-instance",
+            ClaimMode::Batched => "batched",
+        }
+    }
 }
 
 impl SchedulerManager {
@@ -87,6 +123,9 @@ impl SchedulerManager {
             cache: None,
             notifier: None,
             placement_index: None,
+            batch_unsupported: AtomicBool::new(false),
+            batched_claims: AtomicU64::new(0),
+            batch_conflicts: AtomicU64::new(0),
         }
     }
 
@@ -140,6 +179,10 @@ impl SchedulerManager {
         // Steps 3–4: prefilters, Placement query, candidates indexed by provider.
         let mut candidates_by_rp: Option<HashMap<String, Vec<Value>>> = None;
         let mut compute_uuids: Option<Vec<String>> = None;
+        // With the index, the spec as the candidates question starts from: a batched
+        // request whose claim is refused asks again (see `schedule_batched`).
+        let mut spec_before_candidates = None;
+        let mut from_index = false;
         if !is_rebuild {
             let mark = Instant::now();
             prefilters::process(&mut spec, &self.store, &self.options.prefilters)
@@ -150,7 +193,10 @@ impl SchedulerManager {
             let query_options = query::QueryOptions {
                 max_placement_results: self.options.max_placement_results,
             };
-            let found = prefilters::allocation_candidates(
+            if self.placement_index.is_some() {
+                spec_before_candidates = Some(spec.clone());
+            }
+            let answer = prefilters::allocation_candidates(
                 &mut spec,
                 &self.store,
                 &self.placement,
@@ -161,6 +207,8 @@ impl SchedulerManager {
             )
             .await
             .map_err(prefilters::PrefilterError::into_remote)?;
+            from_index = answer.from_index;
+            let found = answer.found;
             if found.allocation_requests.is_empty() {
                 return Err(no_valid_host(String::new()));
             }
@@ -254,25 +302,49 @@ impl SchedulerManager {
             .clone()
             .or_else(|| ctx.user_id().map(str::to_string))
             .unwrap_or_default();
-        let mut claimer = claims::PlacementClaims::new(
-            &self.placement,
-            self.placement_index.as_deref(),
+        let claims = ClaimContext {
             project_id,
             user_id,
             global_request_id,
-        );
+        };
         // The RNG lock is held only for the synchronous parts; a fresh RNG per request
         // is derived so concurrent requests never wait on each other's claims.
         let mut rng = {
             let mut shared = self.rng.lock().unwrap_or_else(|p| p.into_inner());
             StdRng::seed_from_u64(rand::RngExt::random(&mut *shared))
         };
+        let claiming = request.use_placement && request.instance_uuids.is_some();
+        let batch_index = match (&spec_before_candidates, from_index && claiming) {
+            (Some(_), true) => self.batch_index(request.instance_uuids.as_deref()).await,
+            _ => None,
+        };
         let mark = Instant::now();
-        let outcome = self
-            .scheduler
-            .schedule(hosts, request, &mut claimer, &mut rng)
-            .await
-            .map_err(schedule_error);
+        let mut claim_mode = if claiming {
+            ClaimMode::PerInstance
+        } else {
+            ClaimMode::None
+        };
+        let mut claim_attempts = 0;
+        let outcome = match (batch_index, spec_before_candidates) {
+            (Some(index), Some(spec_before)) => {
+                let batched = self
+                    .schedule_batched(index, hosts, request, spec_before, &claims, &mut rng)
+                    .await;
+                claim_attempts = batched.attempts;
+                if batched.batched {
+                    claim_mode = ClaimMode::Batched;
+                }
+                batched.outcome
+            }
+            _ => {
+                if claiming {
+                    claim_attempts = 1;
+                }
+                self.schedule_per_instance(hosts, request, &claims, &mut rng)
+                    .await
+            }
+        }
+        .map_err(schedule_error);
         phases.schedule = mark.elapsed();
         let outcome = outcome?;
         if let Some((n, notified)) = notified.as_mut() {
@@ -312,9 +384,192 @@ impl SchedulerManager {
             total_ms = ms(started.elapsed()),
             candidates_fast = counts.fast,
             candidates_fallback = counts.fallback,
+            claim_mode = claim_mode.as_str(),
+            claim_attempts,
+            claims_batched = self.batched_claims.load(Ordering::Relaxed),
+            claim_conflicts = self.batch_conflicts.load(Ordering::Relaxed),
             "select_destinations done"
         );
         Ok(answer)
+    }
+
+    /// nova's way: each instance claimed with its own `PUT` during the decision.
+    async fn schedule_per_instance(
+        &self,
+        hosts: Vec<HostState>,
+        request: ScheduleRequest,
+        claims: &ClaimContext,
+        rng: &mut StdRng,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        let mut claimer = claims::PlacementClaims::new(
+            &self.placement,
+            self.placement_index.as_deref(),
+            claims.project_id.clone(),
+            claims.user_id.clone(),
+            claims.global_request_id.clone(),
+        );
+        self.scheduler
+            .schedule(hosts, request, &mut claimer, rng)
+            .await
+    }
+
+    /// The index to batch this request's claims with, or `None` for nova's
+    /// per-instance claims. Batching needs new consumers: an instance that already
+    /// has a consumer in Placement (an evacuation keeps its source allocation, which
+    /// nova's claim doubles; a retried request may have claimed already) must go
+    /// through nova's `GET` + `PUT`, which reads and keeps what it holds. One
+    /// read-only query of Placement's `consumers` table tells, for all instances at
+    /// once; the request spec cannot (an evacuation looks like a boot there). When
+    /// that query fails the request is claimed per instance, which is always right.
+    async fn batch_index(&self, instance_uuids: Option<&[String]>) -> Option<&LiveIndex> {
+        let index = self.placement_index.as_deref()?;
+        let uuids = instance_uuids.filter(|u| !u.is_empty())?;
+        if self.batch_unsupported.load(Ordering::Relaxed) {
+            return None;
+        }
+        match index.existing_consumers(uuids).await {
+            Ok(existing) if existing.is_empty() => Some(index),
+            Ok(existing) => {
+                debug!(consumers = ?existing, "instances already known to Placement: claims per instance");
+                None
+            }
+            Err(e) => {
+                warn!(error = %e, "could not read Placement's consumers; claims per instance");
+                None
+            }
+        }
+    }
+
+    /// The decision with its claims recorded in the index, then one `POST
+    /// /allocations` for all of them. A refused POST wrote nothing: the index is
+    /// refreshed, the candidates asked again and the decision re-run, at most
+    /// [`BATCH_CLAIM_ATTEMPTS`] times in all, then NoValidHost. A consumer
+    /// generation conflict fails the request (nova's `AllocationUpdateFailed`); a
+    /// Placement without the microversion gets nova's per-instance claims.
+    ///
+    /// Nothing here holds a lock across the POST: other requests decide meanwhile,
+    /// seeing this request's claims in the index.
+    async fn schedule_batched(
+        &self,
+        index: &LiveIndex,
+        mut hosts: Vec<HostState>,
+        request: ScheduleRequest,
+        spec_before_candidates: RequestSpec,
+        claims: &ClaimContext,
+        rng: &mut StdRng,
+    ) -> Batched {
+        let ScheduleRequest {
+            spec,
+            instance_uuids,
+            use_placement,
+            return_alternates,
+            now,
+        } = request;
+        let request = |spec: &RequestSpec| ScheduleRequest {
+            spec: spec.clone(),
+            instance_uuids: instance_uuids.clone(),
+            use_placement,
+            return_alternates,
+            now,
+        };
+        // The host states as read (the candidates are replaced on each attempt).
+        let base_hosts = hosts.clone();
+        let query_options = query::QueryOptions {
+            max_placement_results: self.options.max_placement_results,
+        };
+        let done = |outcome, attempts, batched| Batched {
+            outcome,
+            attempts,
+            batched,
+        };
+        for attempt in 1..=BATCH_CLAIM_ATTEMPTS {
+            if attempt > 1 {
+                if let Err(e) = index.refresh().await {
+                    warn!(error = %e, "could not refresh the placement provider index");
+                }
+                let mut spec_q = spec_before_candidates.clone();
+                let fresh = prefilters::allocation_candidates(
+                    &mut spec_q,
+                    &self.store,
+                    &self.placement,
+                    Some(index),
+                    &query_options,
+                    &self.options.prefilters,
+                    claims.global_request_id.as_deref(),
+                )
+                .await;
+                let mut by_rp = match fresh {
+                    Ok(fresh) => index_by_provider(fresh.found.allocation_requests),
+                    Err(e) => {
+                        warn!(error = %e, "could not ask for allocation candidates again");
+                        break;
+                    }
+                };
+                // Only the hosts of the first answer: a host that gained room since
+                // is not read (its state was not loaded); one that lost it has none.
+                hosts = base_hosts.clone();
+                for h in &mut hosts {
+                    h.allocation_candidates = h
+                        .uuid
+                        .as_ref()
+                        .and_then(|u| by_rp.remove(u))
+                        .unwrap_or_default();
+                }
+            }
+            let mut claimer = batch_claims::BatchClaims::new(index);
+            let outcome = match self
+                .scheduler
+                .schedule(
+                    std::mem::take(&mut hosts),
+                    request(&spec),
+                    &mut claimer,
+                    rng,
+                )
+                .await
+            {
+                Ok(outcome) => outcome,
+                // The decision itself failed (NoValidHost, a weigher): the claimer
+                // took its claims back out of the index.
+                Err(e) => return done(Err(e), attempt, true),
+            };
+            let committed = claimer
+                .commit(
+                    &self.placement,
+                    &claims.project_id,
+                    &claims.user_id,
+                    claims.global_request_id.as_deref(),
+                )
+                .await;
+            match committed {
+                Ok(()) => {
+                    self.batched_claims.fetch_add(1, Ordering::Relaxed);
+                    return done(Ok(outcome), attempt, true);
+                }
+                Err(batch_claims::CommitError::Refused(reason)) => {
+                    self.batch_conflicts.fetch_add(1, Ordering::Relaxed);
+                    info!(attempt, %reason, "batched claim refused; deciding again on a refreshed index");
+                }
+                Err(batch_claims::CommitError::Consumer(e)) => {
+                    return done(Err(e.into()), attempt, true)
+                }
+                Err(batch_claims::CommitError::Unsupported) => {
+                    warn!("Placement refused the microversion of POST /allocations; claims per instance from now on");
+                    self.batch_unsupported.store(true, Ordering::Relaxed);
+                    let outcome = self
+                        .schedule_per_instance(base_hosts, request(&spec), claims, rng)
+                        .await;
+                    return done(outcome, attempt + 1, false);
+                }
+            }
+        }
+        debug!("Unable to successfully claim against any host.");
+        done(
+            Err(ScheduleError::NoValidHost {
+                reason: "There are not enough hosts available.".into(),
+            }),
+            BATCH_CLAIM_ATTEMPTS,
+            true,
+        )
     }
 
     /// The methods of nova's manager this daemon serves.
@@ -457,6 +712,22 @@ fn index_by_provider(allocation_requests: Vec<Value>) -> HashMap<String, Vec<Val
         index.entry(last.clone()).or_default().push(ar);
     }
     index
+}
+
+/// Who the claims of a request are made for.
+struct ClaimContext {
+    project_id: String,
+    user_id: String,
+    global_request_id: Option<String>,
+}
+
+/// What [`SchedulerManager::schedule_batched`] did.
+struct Batched {
+    outcome: Result<ScheduleOutcome, ScheduleError>,
+    /// Decisions made (a per-instance fallback counts as one more).
+    attempts: u32,
+    /// False when it fell back to per-instance claims.
+    batched: bool,
 }
 
 /// Time spent in each phase of one `select_destinations`.

@@ -17,7 +17,7 @@ pub mod request_filters;
 pub mod resource_request;
 
 pub use auth::{PasswordAuth, PlacementAuth};
-pub use client::{AllocationCandidates, PlacementClient};
+pub use client::{AllocationCandidates, BatchClaim, PlacementClient};
 pub use query::{allocation_candidates_query, encode_query, QueryOptions};
 pub use resource_request::{
     destination_target, resources_from_request_spec, RequestError, ResourceRequest, Target,

@@ -10,7 +10,8 @@
 //! `(total - reserved) × allocation_ratio`; every request was answered (placed or
 //! NoValidHost, nothing else); every instance of a placed request holds an allocation
 //! on the provider it was sent to, and no instance of a refused request holds one (no
-//! partial claim). Both daemons must have answered from the index (no fallback).
+//! partial claim). Both daemons must have answered from the index (no fallback)
+//! and claimed each request with one `POST /allocations` (batched claims).
 
 #[path = "common/nova_schema.rs"]
 mod nova_schema;
@@ -269,6 +270,12 @@ async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
     for name in ["daemon-a.log", "daemon-b.log"] {
         let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
         assert!(!text.contains("fallback to Placement"), "{name}:\n{text}");
+        // New consumers on the fast path: every claim is one POST /allocations.
+        assert!(text.contains("claim_mode=\"batched\""), "{name}:\n{text}");
+        assert!(
+            !text.contains("claim_mode=\"per-instance\""),
+            "{name}:\n{text}"
+        );
         assert!(
             text.contains("select_destinations"),
             "{name} answered nothing:\n{text}"

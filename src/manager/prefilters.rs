@@ -343,17 +343,23 @@ pub async fn allocation_candidates(
     query: &QueryOptions,
     opts: &PrefilterOptions,
     global_request_id: Option<&str>,
-) -> Result<AllocationCandidates, PrefilterError> {
+) -> Result<FoundCandidates, PrefilterError> {
     let nodes = target_nodes(spec, store).await?;
     let first = resources_from_request_spec(spec, query, true, nodes.as_deref())?;
+    let mut from_index = true;
     let mut found = match ask(placement, index, &first.query_params(), global_request_id).await {
-        Ok(found) => found,
+        Ok((found, local)) => {
+            from_index &= local;
+            found
+        }
         // The client logs an outage once when it starts, not per request.
         Err(e @ PlacementError::Unreachable(_)) => {
+            from_index = false;
             debug!(error = %e, "Failed to retrieve allocation candidates from placement API");
             AllocationCandidates::default()
         }
         Err(e) => {
+            from_index = false;
             warn!(error = %e, "Failed to retrieve allocation candidates from placement API");
             AllocationCandidates::default()
         }
@@ -362,36 +368,53 @@ pub async fn allocation_candidates(
         debug!("Requesting fallback allocation candidates with VCPU instead of PCPU");
         let second = resources_from_request_spec(spec, query, false, nodes.as_deref())?;
         match ask(placement, index, &second.query_params(), global_request_id).await {
-            Ok(more) => found.merge(more),
+            Ok((more, local)) => {
+                from_index &= local;
+                found.merge(more)
+            }
             // nova: a connection failure skips the merge; an HTTP error makes its
             // merge fail with a TypeError. We keep the first answer either way.
             Err(e @ PlacementError::Unreachable(_)) => {
+                from_index = false;
                 debug!(error = %e, "Failed to retrieve fallback allocation candidates")
             }
-            Err(e) => warn!(error = %e, "Failed to retrieve fallback allocation candidates"),
+            Err(e) => {
+                from_index = false;
+                warn!(error = %e, "Failed to retrieve fallback allocation candidates")
+            }
         }
     }
     if found.allocation_requests.is_empty() {
         info!("Got no allocation candidates from the Placement API. This could be due to insufficient resources or a temporary occurrence as compute nodes start up.");
     }
-    Ok(found)
+    Ok(FoundCandidates { found, from_index })
+}
+
+/// The candidates of one request and where they came from.
+#[derive(Debug, Clone, Default)]
+pub struct FoundCandidates {
+    pub found: AllocationCandidates,
+    /// True when the provider index answered every question of the request (the
+    /// claims may then be batched, see `batch_claims`).
+    pub from_index: bool,
 }
 
 /// One `GET /allocation_candidates` question: answered from the provider index when
 /// there is one and the shape allows it (every candidate, no `limit`), else by
-/// Placement.
+/// Placement. True with the answer when it came from the index.
 async fn ask(
     placement: &PlacementClient,
     index: Option<&LiveIndex>,
     params: &[(String, String)],
     global_request_id: Option<&str>,
-) -> Result<AllocationCandidates, crate::placement::PlacementError> {
+) -> Result<(AllocationCandidates, bool), crate::placement::PlacementError> {
     if let Some(found) = index.and_then(|i| i.candidates(params).ok()) {
-        return Ok(found);
+        return Ok((found, true));
     }
     placement
         .get_allocation_candidates(params, global_request_id)
         .await
+        .map(|found| (found, false))
 }
 
 impl PrefilterError {

@@ -105,6 +105,18 @@ struct Answer {
     body: String,
 }
 
+/// What Placement did with a `POST /allocations` of several new consumers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchClaim {
+    /// 204: every consumer holds its allocations.
+    Claimed,
+    /// Refused as a whole (capacity, a provider generation conflict, a provider
+    /// gone, ...): nothing was written. The reason is Placement's text.
+    Refused(String),
+    /// 406: this Placement does not serve the microversion; claim per instance.
+    Unsupported,
+}
+
 /// What one claim attempt found.
 enum Claim {
     Done(bool),
@@ -288,6 +300,66 @@ impl PlacementClient {
         tracing::warn!(consumer_uuid, status = answer.status, body = %truncate(&answer.body),
             "Failed to save allocation");
         claim_failure(consumer_uuid, &answer)
+    }
+
+    /// `POST /allocations` (Placement's multi-consumer write, microversion 1.13+) for
+    /// new consumers, each with its allocation request: one transaction in
+    /// Placement, so either every consumer holds its allocations or none does.
+    ///
+    /// Sent at [`CANDIDATES_VERSION`] (1.36, what nova's `PUT` uses): the body per
+    /// consumer is the `PUT` body of that version (`allocations`, `mappings`,
+    /// `project_id`, `user_id`, `consumer_generation`: null for a new consumer). No
+    /// `consumer_type` (required from 1.38 only); Placement records its default, as
+    /// for nova's `PUT`.
+    ///
+    /// `Err(AllocationUpdateFailed)`: a consumer generation conflict (one of the
+    /// consumers exists after all), reported for the first consumer since
+    /// Placement's message names none; nova fails the request on it too.
+    pub async fn claim_batch(
+        &self,
+        claims: &[(String, &Value)],
+        project_id: &str,
+        user_id: &str,
+        global_request_id: Option<&str>,
+    ) -> Result<BatchClaim, PlacementError> {
+        let mut body = Map::new();
+        for (consumer_uuid, alloc_request) in claims {
+            let Value::Object(request) = alloc_request else {
+                return Err(bad("claim_batch", "an allocation request is not a dict"));
+            };
+            let mut entry = Map::new();
+            for key in ["allocations", "mappings"] {
+                if let Some(v) = request.get(key) {
+                    entry.insert(key.into(), v.clone());
+                }
+            }
+            entry.insert("project_id".into(), Value::from(project_id));
+            entry.insert("user_id".into(), Value::from(user_id));
+            entry.insert("consumer_generation".into(), Value::Null);
+            body.insert(consumer_uuid.clone(), Value::Object(entry));
+        }
+        let answer = self
+            .request(
+                Method::POST,
+                "/allocations",
+                Some(CANDIDATES_VERSION),
+                Some(&Value::Object(body)),
+                global_request_id,
+            )
+            .await?;
+        match answer.status {
+            204 => Ok(BatchClaim::Claimed),
+            406 => Ok(BatchClaim::Unsupported),
+            _ => {
+                let first = claims.first().map(|(u, _)| u.as_str()).unwrap_or_default();
+                tracing::warn!(consumers = claims.len(), status = answer.status,
+                    body = %truncate(&answer.body), "Failed to save allocations (batch)");
+                // A consumer generation conflict is an error; anything else refused
+                // the whole batch and nothing was written.
+                claim_failure(first, &answer)?;
+                Ok(BatchClaim::Refused(truncate(&answer.body)))
+            }
+        }
     }
 
     /// `DELETE /allocations/{uuid}` without a microversion header (nova's

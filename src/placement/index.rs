@@ -43,6 +43,19 @@ pub struct LiveIndex {
     loader: IndexLoader,
     fast: AtomicU64,
     fallback: AtomicU64,
+    /// Bumped (under the write lock) whenever a refresh replaces the usages with
+    /// Placement's: a tentative claim made before a bump is no longer in the usages,
+    /// so reverting it would subtract what is not there.
+    usages_epoch: AtomicU64,
+}
+
+/// A claim recorded in the index before Placement accepted it
+/// ([`LiveIndex::try_claim`]); [`LiveIndex::revert`] takes it back out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tentative {
+    epoch: u64,
+    /// `(provider id, resource class id, amount)`.
+    amounts: Vec<(i64, i64, i64)>,
 }
 
 impl LiveIndex {
@@ -53,19 +66,31 @@ impl LiveIndex {
             providers = index.providers.len(),
             "placement provider index loaded"
         );
-        Ok(Arc::new(LiveIndex {
+        Ok(Arc::new(LiveIndex::with(index, loader)))
+    }
+
+    fn with(index: ProviderIndex, loader: IndexLoader) -> Self {
+        LiveIndex {
             index: RwLock::new(index),
             loader,
             fast: AtomicU64::new(0),
             fallback: AtomicU64::new(0),
-        }))
+            usages_epoch: AtomicU64::new(0),
+        }
     }
 
     /// Reads what changed since the last refresh and applies it.
     pub async fn refresh(&self) -> Result<RefreshStats, IndexError> {
         let known = self.read().known();
         let delta = self.loader.read_changes(&known).await?;
-        let stats = self.write().apply(delta);
+        let stats = {
+            let mut index = self.write();
+            let stats = index.apply(delta);
+            if stats.usages_read {
+                self.usages_epoch.fetch_add(1, Ordering::Relaxed);
+            }
+            stats
+        };
         debug!(
             providers = stats.providers,
             changed = stats.changed,
@@ -119,25 +144,75 @@ impl LiveIndex {
 
     /// Records a claim Placement accepted (an allocation request's `allocations`).
     pub fn apply_claim(&self, allocation_request: &serde_json::Value) {
-        let mut list = Vec::new();
-        if let Some(allocs) = allocation_request
-            .get("allocations")
-            .and_then(serde_json::Value::as_object)
-        {
-            for (rp, a) in allocs {
-                let amounts = a
-                    .get("resources")
-                    .and_then(serde_json::Value::as_object)
-                    .map(|r| {
-                        r.iter()
-                            .filter_map(|(rc, n)| Some((rc.clone(), n.as_i64()?)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                list.push((rp.clone(), amounts));
+        let list = claim_amounts(allocation_request);
+        self.write().apply_claim(&list);
+    }
+
+    /// Records a claim not yet made in Placement, if it fits what the index holds
+    /// (Placement's own capacity check, [`Inventory::fits`]), so that the next
+    /// instances of the request and concurrent requests see it at once. `None`:
+    /// it does not fit (or names a provider or class the index does not know);
+    /// nothing is changed then. The check and the write are one critical section:
+    /// two requests cannot both take the last room.
+    pub fn try_claim(&self, allocation_request: &serde_json::Value) -> Option<Tentative> {
+        let requested = claim_amounts(allocation_request);
+        let mut index = self.write();
+        let mut amounts = Vec::new();
+        for (rp, list) in &requested {
+            let p = index.provider(rp)?;
+            for (rc, amount) in list {
+                let rc_id = index.resource_classes.id(rc)?;
+                let before: i64 = amounts
+                    .iter()
+                    .filter(|(id, c, _)| *id == p.id && *c == rc_id)
+                    .map(|(_, _, a)| a)
+                    .sum();
+                if !p
+                    .inventories
+                    .get(&rc_id)?
+                    .fits(p.used(rc_id) + before, *amount)
+                {
+                    return None;
+                }
+                amounts.push((p.id, rc_id, *amount));
             }
         }
-        self.write().apply_claim(&list);
+        for (id, rc_id, amount) in &amounts {
+            if let Some(p) = index.providers.get_mut(id) {
+                *p.usages.entry(*rc_id).or_insert(0) += amount;
+            }
+        }
+        Some(Tentative {
+            epoch: self.usages_epoch.load(Ordering::Relaxed),
+            amounts,
+        })
+    }
+
+    /// Takes a tentative claim back out, unless a refresh has since replaced the
+    /// usages with Placement's (which never held it).
+    pub fn revert(&self, tentative: &Tentative) {
+        let mut index = self.write();
+        if self.usages_epoch.load(Ordering::Relaxed) != tentative.epoch {
+            return;
+        }
+        for (id, rc_id, amount) in &tentative.amounts {
+            if let Some(used) = index
+                .providers
+                .get_mut(id)
+                .and_then(|p| p.usages.get_mut(rc_id))
+            {
+                *used = (*used - amount).max(0);
+            }
+        }
+    }
+
+    /// Whether any of `consumer_uuids` is known to Placement (a row in its
+    /// `consumers` table), read-only from Placement's database.
+    pub async fn existing_consumers(
+        &self,
+        consumer_uuids: &[String],
+    ) -> Result<Vec<String>, IndexError> {
+        self.loader.existing_consumers(consumer_uuids).await
     }
 
     pub fn counts(&self) -> PathCounts {
@@ -159,6 +234,29 @@ impl LiveIndex {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, ProviderIndex> {
         self.index.write().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// An allocation request's `allocations`: amounts (class name, amount) per provider uuid.
+fn claim_amounts(allocation_request: &serde_json::Value) -> Vec<(String, Vec<(String, i64)>)> {
+    let mut list = Vec::new();
+    if let Some(allocs) = allocation_request
+        .get("allocations")
+        .and_then(serde_json::Value::as_object)
+    {
+        for (rp, a) in allocs {
+            let amounts = a
+                .get("resources")
+                .and_then(serde_json::Value::as_object)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|(rc, n)| Some((rc.clone(), n.as_i64()?)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            list.push((rp.clone(), amounts));
+        }
+    }
+    list
 }
 
 #[cfg(test)]

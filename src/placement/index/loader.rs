@@ -169,6 +169,27 @@ impl IndexLoader {
         IndexLoader { pool }
     }
 
+    /// Which of `consumer_uuids` have a row in Placement's `consumers` table (one
+    /// read-only query; the uuids are bound, never formatted into the SQL).
+    pub async fn existing_consumers(
+        &self,
+        consumer_uuids: &[String],
+    ) -> Result<Vec<String>, IndexError> {
+        if consumer_uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = vec!["?"; consumer_uuids.len()].join(",");
+        let sql = format!("SELECT uuid FROM consumers WHERE uuid IN ({marks})");
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for uuid in consumer_uuids {
+            query = query.bind(uuid);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("uuid").map_err(IndexError::from))
+            .collect()
+    }
+
     /// Reads the whole index.
     pub async fn load(&self) -> Result<ProviderIndex, IndexError> {
         let mut index = ProviderIndex::default();

@@ -135,3 +135,65 @@ fn claims_count_until_refresh() {
     assert!(index.apply_claim(&[(A.to_string(), vec![("VCPU".to_string(), 6)])]));
     assert_eq!(hosts(&index, &[("resources", "VCPU:1")]), vec![B]);
 }
+
+/// A live index over `index` whose loader never connects (no refresh in these tests).
+fn live(index: ProviderIndex) -> LiveIndex {
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .connect_lazy("mysql://nobody@127.0.0.1:1/none")
+        .unwrap();
+    LiveIndex::with(index, IndexLoader::from_pool(pool))
+}
+
+fn request(rp: &str, vcpu: i64) -> serde_json::Value {
+    serde_json::json!({"allocations": {rp: {"resources": {"VCPU": vcpu}}}})
+}
+
+#[tokio::test]
+async fn tentative_claims_fill_the_room_and_revert() {
+    // VCPU capacity 10 * 0.7: 6 as Placement's SQL sees it (the FLOAT 0.7 is below 0.7).
+    let live = live(index());
+    let first = live.try_claim(&request(A, 4)).expect("4 of 7 fit");
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 4);
+    assert!(
+        live.try_claim(&request(A, 4)).is_none(),
+        "8 of 7 do not fit"
+    );
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 4);
+    assert!(live.try_claim(&request(A, 3)).is_none(), "7 do not fit");
+    let second = live.try_claim(&request(A, 2)).expect("6 fit");
+    live.revert(&first);
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 2);
+    live.revert(&second);
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 0);
+    // Unknown provider or class: nothing claimed.
+    assert!(live.try_claim(&request("nope", 1)).is_none());
+    let unknown_class = serde_json::json!({"allocations": {B: {"resources": {"GPU": 1}}}});
+    assert!(live.try_claim(&unknown_class).is_none());
+    assert_eq!(live.snapshot().provider(B).unwrap().used(0), 0);
+}
+
+#[tokio::test]
+async fn a_claim_across_providers_is_all_or_nothing() {
+    let live = live(index());
+    let both = serde_json::json!({"allocations": {
+        A: {"resources": {"VCPU": 2}}, B: {"resources": {"VCPU": 8}}}});
+    assert!(live.try_claim(&both).is_none(), "B cannot take 8");
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 0);
+}
+
+#[tokio::test]
+async fn revert_after_a_usages_refresh_changes_nothing() {
+    let live = live(index());
+    let t = live.try_claim(&request(A, 4)).unwrap();
+    // A refresh replaced the usages with Placement's, 5 of another consumer (which
+    // never held the claim): taking the claim out would leave 1.
+    live.write()
+        .providers
+        .get_mut(&1)
+        .unwrap()
+        .usages
+        .insert(0, 5);
+    live.usages_epoch.fetch_add(1, Ordering::Relaxed);
+    live.revert(&t);
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
+}
