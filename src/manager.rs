@@ -472,10 +472,52 @@ impl SchedulerManager {
             return_alternates,
             now,
         };
-        // The host states as read (the candidates are replaced on each attempt).
-        let base_hosts = hosts.clone();
+        // The host states as read, without their candidates (a retry attaches a fresh
+        // answer): copying every candidate's JSON per request would cost as much as
+        // building it.
+        let mut base_hosts = Vec::with_capacity(hosts.len());
+        for h in &mut hosts {
+            let candidates = std::mem::take(&mut h.allocation_candidates);
+            base_hosts.push(h.clone());
+            h.allocation_candidates = candidates;
+        }
         let query_options = query::QueryOptions {
             max_placement_results: self.options.max_placement_results,
+        };
+        // The hosts of the first answer with the candidates asked again on a refreshed
+        // index: a host that gained room since is not read (its state was not loaded);
+        // one that lost it has none.
+        let fresh_hosts = || async {
+            if let Err(e) = index.refresh().await {
+                warn!(error = %e, "could not refresh the placement provider index");
+            }
+            let mut spec_q = spec_before_candidates.clone();
+            let fresh = prefilters::allocation_candidates(
+                &mut spec_q,
+                &self.store,
+                &self.placement,
+                Some(index),
+                &query_options,
+                &self.options.prefilters,
+                claims.global_request_id.as_deref(),
+            )
+            .await;
+            let mut by_rp = match fresh {
+                Ok(fresh) => index_by_provider(fresh.found.allocation_requests),
+                Err(e) => {
+                    warn!(error = %e, "could not ask for allocation candidates again");
+                    return None;
+                }
+            };
+            let mut hosts = base_hosts.clone();
+            for h in &mut hosts {
+                h.allocation_candidates = h
+                    .uuid
+                    .as_ref()
+                    .and_then(|u| by_rp.remove(u))
+                    .unwrap_or_default();
+            }
+            Some(hosts)
         };
         let done = |outcome, attempts, batched| Batched {
             outcome,
@@ -484,36 +526,9 @@ impl SchedulerManager {
         };
         for attempt in 1..=BATCH_CLAIM_ATTEMPTS {
             if attempt > 1 {
-                if let Err(e) = index.refresh().await {
-                    warn!(error = %e, "could not refresh the placement provider index");
-                }
-                let mut spec_q = spec_before_candidates.clone();
-                let fresh = prefilters::allocation_candidates(
-                    &mut spec_q,
-                    &self.store,
-                    &self.placement,
-                    Some(index),
-                    &query_options,
-                    &self.options.prefilters,
-                    claims.global_request_id.as_deref(),
-                )
-                .await;
-                let mut by_rp = match fresh {
-                    Ok(fresh) => index_by_provider(fresh.found.allocation_requests),
-                    Err(e) => {
-                        warn!(error = %e, "could not ask for allocation candidates again");
-                        break;
-                    }
-                };
-                // Only the hosts of the first answer: a host that gained room since
-                // is not read (its state was not loaded); one that lost it has none.
-                hosts = base_hosts.clone();
-                for h in &mut hosts {
-                    h.allocation_candidates = h
-                        .uuid
-                        .as_ref()
-                        .and_then(|u| by_rp.remove(u))
-                        .unwrap_or_default();
+                match fresh_hosts().await {
+                    Some(fresh) => hosts = fresh,
+                    None => break,
                 }
             }
             let mut claimer = batch_claims::BatchClaims::new(index);
@@ -555,8 +570,13 @@ impl SchedulerManager {
                 Err(batch_claims::CommitError::Unsupported) => {
                     warn!("Placement refused the microversion of POST /allocations; claims per instance from now on");
                     self.batch_unsupported.store(true, Ordering::Relaxed);
+                    // The refused POST wrote nothing and the claimer took its claims
+                    // back out of the index: the same question, claimed nova's way.
+                    let Some(hosts) = fresh_hosts().await else {
+                        break;
+                    };
                     let outcome = self
-                        .schedule_per_instance(base_hosts, request(&spec), claims, rng)
+                        .schedule_per_instance(hosts, request(&spec), claims, rng)
                         .await;
                     return done(outcome, attempt + 1, false);
                 }
