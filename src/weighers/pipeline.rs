@@ -53,6 +53,18 @@ pub struct WeighingExplanation {
     pub hosts: Vec<HostWeighing>,
 }
 
+/// Per-host raw weights and multipliers kept between the instances of one
+/// request (see [`WeigherPipeline::weigh_cached`]); start with `default()`.
+#[derive(Debug, Default)]
+pub struct WeighCache {
+    hosts: usize,
+    weighers: usize,
+    known: Vec<bool>,
+    /// `raw[k * hosts + host]`, clamped to the weigher's bounds.
+    raw: Vec<f64>,
+    multiplier: Vec<f64>,
+}
+
 /// The enabled weighers, in nova's loader order.
 pub struct WeigherPipeline {
     weighers: Vec<Box<dyn HostWeigher>>,
@@ -209,6 +221,124 @@ impl WeigherPipeline {
                     &normalized,
                     &multipliers,
                 );
+            }
+        }
+        weighed.sort_by(|a, b| {
+            b.weight
+                .partial_cmp(&a.weight)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(weighed)
+    }
+
+    /// [`weigh`](Self::weigh) for the instances of one request, keeping every
+    /// host's raw weights (from the weighers that are
+    /// [stable within the request](HostWeigher::stable_within_request)) and
+    /// multipliers in `cache` from one instance to the next; `consumed` is the
+    /// host whose state changed since the previous call with this cache, whose
+    /// weights are computed again. Normalization over the candidate list, the
+    /// sums and the sort are done afresh exactly as [`weigh`](Self::weigh) does
+    /// (same operations in the same order), so the result is bit-identical.
+    pub fn weigh_cached(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        cache: &mut WeighCache,
+        consumed: Option<usize>,
+    ) -> Result<Vec<WeighedHost>, WeighError> {
+        let nk = self.weighers.len();
+        if cache.hosts != hosts.len() || cache.weighers != nk {
+            *cache = WeighCache {
+                hosts: hosts.len(),
+                weighers: nk,
+                known: vec![false; hosts.len()],
+                raw: vec![0.0; nk * hosts.len()],
+                multiplier: vec![0.0; nk * hosts.len()],
+            };
+        }
+        if let Some(c) = consumed {
+            if let Some(k) = cache.known.get_mut(c) {
+                *k = false;
+            }
+        }
+        if candidates.len() <= 1 || enabled!(Level::DEBUG) {
+            // nova's debug lines come from the plain run.
+            return self.run(hosts, candidates, spec, None);
+        }
+        let stride = hosts.len();
+        let keys_suffixed = self
+            .weighers
+            .iter()
+            .all(|w| w.multiplier_setting().key.ends_with(MULTIPLIER_KEY_SUFFIX));
+        let bounds: Vec<(Option<f64>, Option<f64>)> = self
+            .weighers
+            .iter()
+            .map(|w| (w.minval(), w.maxval()))
+            .collect();
+        let stable: Vec<bool> = self
+            .weighers
+            .iter()
+            .map(|w| w.stable_within_request())
+            .collect();
+        let all_stable = stable.iter().all(|&s| s);
+        let mut weighed: Vec<WeighedHost> = candidates
+            .iter()
+            .map(|&index| WeighedHost { index, weight: 0.0 })
+            .collect();
+        // The first call reads every host state, in memory order (see `run`); later
+        // ones only the few not yet known.
+        let visit = if cache.known.iter().any(|&k| k) {
+            (0..candidates.len()).collect()
+        } else {
+            positions_in_memory_order(candidates)
+        };
+        for p in visit {
+            let index = candidates[p];
+            let known = cache.known[index];
+            if known && all_stable {
+                continue;
+            }
+            let host = &hosts[index];
+            for (k, weigher) in self.weighers.iter().enumerate() {
+                if known && stable[k] {
+                    continue;
+                }
+                let mut value = match weigher.weigh(host, spec) {
+                    Ok(v) => v,
+                    Err(e) => return Err(self.first_error(hosts, &weighed, spec).unwrap_or(e)),
+                };
+                let (minval, maxval) = bounds[k];
+                if let Some(min) = minval {
+                    value = value.max(min);
+                }
+                if let Some(max) = maxval {
+                    value = value.min(max);
+                }
+                cache.raw[k * stride + index] = value;
+            }
+            if !known {
+                let overridable = !keys_suffixed || may_override(host);
+                for (k, weigher) in self.weighers.iter().enumerate() {
+                    cache.multiplier[k * stride + index] = if overridable {
+                        weigher.multiplier(host)
+                    } else {
+                        weigher.multiplier_setting().without_override()
+                    };
+                }
+                cache.known[index] = true;
+            }
+        }
+        let mut raw = vec![0.0; candidates.len()];
+        for (k, &(minval, maxval)) in bounds.iter().enumerate() {
+            let column = &cache.raw[k * stride..(k + 1) * stride];
+            for (r, &index) in raw.iter_mut().zip(candidates) {
+                *r = column[index];
+            }
+            let normalized = normalize(&raw, minval, maxval);
+            let multipliers = &cache.multiplier[k * stride..(k + 1) * stride];
+            for (w, norm) in weighed.iter_mut().zip(&normalized) {
+                w.weight += multipliers[w.index] * norm;
             }
         }
         weighed.sort_by(|a, b| {
