@@ -385,6 +385,8 @@ impl WeigherPipeline {
         // its list, the only host re-weighed is the consumed one, every weigher is
         // stable and no weight is NaN.
         let previous = cache.previous.take();
+        // The hosts of the previous list that are not candidates now.
+        let mut leavers: Vec<usize> = Vec::new();
         let carry = previous.filter(|prev| {
             all_stable
                 && !cache.nan
@@ -393,12 +395,13 @@ impl WeigherPipeline {
                     .all(|&f| Some(f) == consumed_old.as_ref().map(|c| c.0))
                 && candidates.len() <= prev.list.len()
                 && {
-                    let kept = prev
-                        .list
-                        .iter()
-                        .filter(|&&i| cache.mark[i] == generation)
-                        .count();
-                    kept == candidates.len()
+                    leavers.extend(
+                        prev.list
+                            .iter()
+                            .copied()
+                            .filter(|&i| cache.mark[i] != generation),
+                    );
+                    prev.list.len() - leavers.len() == candidates.len()
                 }
         });
         let mut lows_highs: Vec<(f64, f64)> = Vec::with_capacity(nk);
@@ -416,14 +419,12 @@ impl WeigherPipeline {
                     held_lo |= minval.is_none() && v == plo;
                     held_hi |= maxval.is_none() && v == phi;
                 };
-                for &i in &prev.list {
-                    if cache.mark[i] != generation {
-                        let v = match &consumed_old {
-                            Some((c, old)) if *c == i => old[k],
-                            _ => column[i],
-                        };
-                        check(v);
-                    }
+                for &i in &leavers {
+                    let v = match &consumed_old {
+                        Some((c, old)) if *c == i => old[k],
+                        _ => column[i],
+                    };
+                    check(v);
                 }
                 if let Some((c, old)) = &consumed_old {
                     if cache.mark[*c] == generation {
