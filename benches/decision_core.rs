@@ -9,6 +9,9 @@
 //!   with extra specs), alternates on;
 //! - `ten_instances/N`: the same request for 10 instances (divide by 10 for the
 //!   per-instance figure);
+//! - `ten_instances_reference/N`: the same through `Scheduler::schedule_reference`
+//!   (every filter and weigher on every host for every instance, nothing carried
+//!   between instances), for comparison;
 //! - `host_state_copy/N`: copying N cached host states, what each request pays to
 //!   get its own mutable states (the warm cache hands out copies).
 //!
@@ -194,7 +197,11 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
             group.measurement_time(Duration::from_secs(10));
         }
         let states = hosts(n);
-        for (name, instances) in [("one_instance", 1usize), ("ten_instances", 10)] {
+        for (name, instances, reference) in [
+            ("one_instance", 1usize, false),
+            ("ten_instances", 10, false),
+            ("ten_instances_reference", 10, true),
+        ] {
             group.bench_with_input(BenchmarkId::new(name, n), &states, |b, states| {
                 let mut rng = StdRng::seed_from_u64(1);
                 // Host states arrive owned from the state edge (`host_state_copy`
@@ -215,12 +222,22 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                             now: Utc::now(),
                         };
                         let outcome = runtime
-                            .block_on(scheduler.schedule(
-                                states,
-                                request,
-                                &mut AlwaysClaims,
-                                &mut rng,
-                            ))
+                            .block_on(async {
+                                if reference {
+                                    scheduler
+                                        .schedule_reference(
+                                            states,
+                                            request,
+                                            &mut AlwaysClaims,
+                                            &mut rng,
+                                        )
+                                        .await
+                                } else {
+                                    scheduler
+                                        .schedule(states, request, &mut AlwaysClaims, &mut rng)
+                                        .await
+                                }
+                            })
                             .expect("placed");
                         assert_eq!(outcome.destinations.len(), instances);
                         outcome

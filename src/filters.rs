@@ -37,7 +37,7 @@ pub mod utils;
 use crate::model::{HostState, RequestSpec};
 use chrono::{DateTime, Utc};
 
-pub use chain::{FilterChain, FilterStep};
+pub use chain::{Consumed, FilterChain, FilterStep};
 pub use registry::{build_chain, FilterConfig, UnknownFilters};
 
 /// What a filter may read besides the host: the request and where we are in it.
@@ -73,6 +73,18 @@ pub trait HostFilter: Send + Sync {
 
     /// `run_filter_once_per_request`: when true, skipped for instances 2..N.
     fn once_per_request(&self) -> bool {
+        false
+    }
+
+    /// True when, for this request, the verdict on a host depends only on that
+    /// host's state and on the parts of the request that stay the same between
+    /// its instances (not `instance_uuid`, `instance_group.hosts`, `numa_topology`
+    /// nor the instance index), and the filter writes nothing to the host (keeps
+    /// the default [`filter_host`](Self::filter_host)). The scheduler then skips
+    /// it for instances 2..N on every host that passed it for the previous
+    /// instance and was not consumed since: the verdict could not change.
+    /// `false` (the default) re-runs it on every host, as nova does.
+    fn stable_within_request(&self, _spec: &RequestSpec) -> bool {
         false
     }
 }

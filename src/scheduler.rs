@@ -7,9 +7,9 @@
 //! [`Claimer`] trait, implemented over Placement at the edge and in memory in tests.
 //! No tokio, sqlx or lapin here; randomness comes from the caller's RNG.
 
-use crate::filters::{FilterChain, FilterRequest};
+use crate::filters::{Consumed, FilterChain, FilterRequest};
 use crate::model::{HostState, RequestSpec};
-use crate::weighers::{WeighError, WeigherPipeline, WeighingExplanation};
+use crate::weighers::{WeighCache, WeighError, WeigherPipeline, WeighingExplanation};
 use chrono::{DateTime, Utc};
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
@@ -115,12 +115,41 @@ impl Scheduler {
         now: DateTime<Utc>,
         rng: &mut R,
     ) -> Result<Vec<usize>, ScheduleError> {
-        let filtered = self.narrow_and_filter(hosts, candidates, spec, index, now);
+        self.sorted_hosts_after(hosts, candidates, spec, index, now, rng, None)
+    }
+
+    /// [`sorted_hosts`](Self::sorted_hosts); with `after`, `candidates` is the
+    /// previous instance's result, `after.1.consumed` the only host changed since,
+    /// and `after.0` the weights kept from the previous call: the filters and
+    /// weighers that are stable within the request are then evaluated again on
+    /// the changed host only. Same result, side effects and random draws.
+    #[allow(clippy::too_many_arguments)]
+    fn sorted_hosts_after<R: Rng + ?Sized>(
+        &self,
+        hosts: &mut [HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        index: usize,
+        now: DateTime<Utc>,
+        rng: &mut R,
+        after: Option<(&mut WeighCache, Option<Consumed>)>,
+    ) -> Result<Vec<usize>, ScheduleError> {
+        let consumed = after.as_ref().and_then(|a| a.1);
+        let filtered = self.narrow_and_filter(hosts, candidates, spec, index, now, consumed);
         if filtered.is_empty() {
             return Ok(Vec::new());
         }
         let hosts: &[HostState] = hosts;
-        let weighed = self.weighers.weigh(hosts, &filtered, spec)?;
+        let weighed = match after {
+            Some((cache, consumed)) => self.weighers.weigh_cached(
+                hosts,
+                &filtered,
+                spec,
+                cache,
+                consumed.and_then(|c| c.consumed),
+            )?,
+            None => self.weighers.weigh(hosts, &filtered, spec)?,
+        };
         let mut order: Vec<usize> = weighed.iter().map(|w| w.index).collect();
         if self.shuffle_best_same_weighed_hosts {
             let best = weighed
@@ -152,7 +181,7 @@ impl Scheduler {
         // Filters may prune candidates or set limits; the explanation leaves the
         // caller's hosts untouched.
         let mut hosts = hosts.to_vec();
-        let filtered = self.narrow_and_filter(&mut hosts, candidates, spec, index, now);
+        let filtered = self.narrow_and_filter(&mut hosts, candidates, spec, index, now, None);
         Ok(self.weighers.weigh_explained(&hosts, &filtered, spec)?.1)
     }
 
@@ -166,6 +195,7 @@ impl Scheduler {
         spec: &RequestSpec,
         index: usize,
         now: DateTime<Utc>,
+        after: Option<Consumed>,
     ) -> Vec<usize> {
         let mut current: Vec<usize> = candidates.to_vec();
         if let Some(dest) = &spec.requested_destination {
@@ -206,18 +236,48 @@ impl Scheduler {
             index,
             is_rebuild: spec.is_rebuild(),
         };
-        self.filters.run_mut(hosts, &current, &req).0
+        self.filters.run_mut_after(hosts, &current, &req, after).0
     }
 
     /// nova's `_schedule`: per instance, sort the previous instance's hosts, claim
     /// on the first host that accepts, consume; then check sufficiency (releasing
     /// every claim of the request on failure) and build alternates.
+    ///
+    /// Instances 2..N (and the final sort for alternates) re-evaluate the filters
+    /// and weighers that are stable within the request only on the host consumed
+    /// for the previous instance; see [`schedule_reference`](Self::schedule_reference).
     pub async fn schedule<C: Claimer, R: Rng + ?Sized>(
+        &self,
+        hosts: Vec<HostState>,
+        req: ScheduleRequest,
+        claimer: &mut C,
+        rng: &mut R,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        self.schedule_with(hosts, req, claimer, rng, true).await
+    }
+
+    /// [`schedule`](Self::schedule) without carrying anything from one instance to
+    /// the next: every filter and weigher runs on every candidate for every
+    /// instance, as nova does. Same results; kept as the reference the
+    /// incremental path is tested and benchmarked against.
+    #[doc(hidden)]
+    pub async fn schedule_reference<C: Claimer, R: Rng + ?Sized>(
+        &self,
+        hosts: Vec<HostState>,
+        req: ScheduleRequest,
+        claimer: &mut C,
+        rng: &mut R,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        self.schedule_with(hosts, req, claimer, rng, false).await
+    }
+
+    async fn schedule_with<C: Claimer, R: Rng + ?Sized>(
         &self,
         mut hosts: Vec<HostState>,
         mut req: ScheduleRequest,
         claimer: &mut C,
         rng: &mut R,
+        incremental: bool,
     ) -> Result<ScheduleOutcome, ScheduleError> {
         let num_instances = match &req.instance_uuids {
             Some(uuids) if !uuids.is_empty() => uuids.len(),
@@ -240,6 +300,9 @@ impl Scheduler {
         let mut selected: Vec<Destination> = Vec::new();
         let mut claimed: Vec<String> = Vec::new();
         let mut last_index = 0;
+        let mut cache = WeighCache::default();
+        // What changed since the previous instance's sort (None: first sort).
+        let mut consumed: Option<Consumed> = None;
         for num in 0..iterations {
             last_index = num;
             let uuid = req
@@ -250,8 +313,15 @@ impl Scheduler {
             if let Some(u) = &uuid {
                 req.spec.instance_uuid = Some(u.clone());
             }
-            candidates =
-                self.sorted_hosts(&mut hosts, &candidates, &req.spec, num, req.now, rng)?;
+            candidates = self.sorted_hosts_after(
+                &mut hosts,
+                &candidates,
+                &req.spec,
+                num,
+                req.now,
+                rng,
+                incremental.then_some((&mut cache, consumed)),
+            )?;
             if candidates.is_empty() {
                 break;
             }
@@ -284,6 +354,9 @@ impl Scheduler {
                 uuid.as_deref(),
                 req.now,
             );
+            consumed = Some(Consumed {
+                consumed: Some(pick.host),
+            });
             selected.push(pick);
         }
         if selected.len() < num_instances {
@@ -298,8 +371,15 @@ impl Scheduler {
             });
         }
         if last_index > 0 && num_alts > 0 {
-            candidates =
-                self.sorted_hosts(&mut hosts, &candidates, &req.spec, last_index, req.now, rng)?;
+            candidates = self.sorted_hosts_after(
+                &mut hosts,
+                &candidates,
+                &req.spec,
+                last_index,
+                req.now,
+                rng,
+                incremental.then_some((&mut cache, consumed)),
+            )?;
         }
         let destinations = self.with_alternates(&hosts, &candidates, selected, num_alts, claiming);
         Ok(ScheduleOutcome {

@@ -24,7 +24,9 @@ pub mod server_group_soft_anti_affinity_weigher;
 
 use crate::model::{HostState, RequestSpec};
 
-pub use pipeline::{HostWeighing, WeighedHost, WeigherPipeline, WeigherScore, WeighingExplanation};
+pub use pipeline::{
+    HostWeighing, WeighCache, WeighedHost, WeigherPipeline, WeigherScore, WeighingExplanation,
+};
 pub use registry::{build_pipeline, UnknownWeighers, WeigherConfig};
 
 /// A weigher failed in a way nova reports to the caller (e.g. a required metric is missing).
@@ -61,5 +63,14 @@ pub trait HostWeigher: Send + Sync {
     /// nova's `maxval` (no in-tree weigher sets one).
     fn maxval(&self) -> Option<f64> {
         None
+    }
+
+    /// True when the raw weight of a host depends only on that host's state and
+    /// on the parts of the request that stay the same between its instances (not
+    /// `instance_uuid`, `instance_group.hosts` nor `numa_topology`). The scheduler
+    /// then keeps a host's raw weight from one instance to the next unless the
+    /// host was consumed. `false` (the default) re-weighs every host every time.
+    fn stable_within_request(&self) -> bool {
+        false
     }
 }

@@ -61,7 +61,24 @@ impl FilterChain {
         candidates: &[usize],
         req: &FilterRequest<'_>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
-        let (kept, history, full) = self.run_with(candidates, req, |filter, i| {
+        self.run_mut_after(hosts, candidates, req, None)
+    }
+
+    /// As [`run_mut`](Self::run_mut) for instance 2..N of a request, when
+    /// `candidates` passed the whole chain for the previous instance and the only
+    /// host state changed since is `after.consumed`: filters that are
+    /// [stable within the request](HostFilter::stable_within_request) are then
+    /// evaluated on that host only (every other candidate passed them last time
+    /// and nothing they read changed). Same survivors, order, history and side
+    /// effects as the full run. `after = None` is the full run.
+    pub fn run_mut_after(
+        &self,
+        hosts: &mut [HostState],
+        candidates: &[usize],
+        req: &FilterRequest<'_>,
+        after: Option<Consumed>,
+    ) -> (Vec<usize>, Vec<FilterStep>) {
+        let (kept, history, full) = self.run_with_after(candidates, req, after, |filter, i| {
             filter.filter_host(&mut hosts[i], req)
         });
         if kept.is_empty() {
@@ -77,6 +94,16 @@ impl FilterChain {
         &self,
         candidates: &[usize],
         req: &FilterRequest<'_>,
+        passes: impl FnMut(&dyn HostFilter, usize) -> bool,
+    ) -> (Vec<usize>, Vec<FilterStep>, Vec<FullStep>) {
+        self.run_with_after(candidates, req, None, passes)
+    }
+
+    fn run_with_after(
+        &self,
+        candidates: &[usize],
+        req: &FilterRequest<'_>,
+        after: Option<Consumed>,
         mut passes: impl FnMut(&dyn HostFilter, usize) -> bool,
     ) -> (Vec<usize>, Vec<FilterStep>, Vec<FullStep>) {
         let mut current = candidates.to_vec();
@@ -93,7 +120,18 @@ impl FilterChain {
                 continue;
             }
             let start = current.len();
-            if !(req.is_rebuild && !filter.run_on_rebuild()) {
+            let skip = req.is_rebuild && !filter.run_on_rebuild();
+            let stable = after.is_some() && filter.stable_within_request(req.spec);
+            if !skip && stable {
+                // Only the consumed host can change its verdict.
+                if let Some(c) = after.and_then(|a| a.consumed) {
+                    if let Some(p) = current.iter().position(|&i| i == c) {
+                        if !passes(filter.as_ref(), c) {
+                            current.remove(p);
+                        }
+                    }
+                }
+            } else if !skip {
                 // Hosts are visited in memory order; the survivors keep their order.
                 let mut keep = vec![false; current.len()];
                 for p in positions_in_memory_order(&current) {
@@ -131,6 +169,13 @@ impl FilterChain {
         }
         (current, history, full)
     }
+}
+
+/// What changed since the previous instance's filtering (see
+/// [`FilterChain::run_mut_after`]): the host consumed for it, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Consumed {
+    pub consumed: Option<usize>,
 }
 
 /// One entry of nova's `full_filter_results`: the filter and the hosts it left.

@@ -3,7 +3,7 @@
 //! (builds, resizes, snapshots, ... counted in `stats['io_workload']`) or more fail.
 
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use tracing::debug;
 
 pub struct IoOpsFilter {
@@ -34,12 +34,16 @@ impl HostFilter for IoOpsFilter {
         io_ops_passes(host, self.max_io_ops_per_host, Self::NAME)
     }
     // Runs for every instance (consumption adds one I/O op per placed instance).
+
+    /// Reads the host's I/O op count only.
+    fn stable_within_request(&self, _spec: &RequestSpec) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::RequestSpec;
     use chrono::Utc;
 
     /// nova's test_io_ops_filters: max 8, 7 passes, 8 fails.

@@ -2,7 +2,7 @@
 //! `NumInstancesFilter`: hosts with `max_instances_per_host` instances or more fail.
 
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use tracing::debug;
 
 pub struct NumInstancesFilter {
@@ -33,12 +33,16 @@ impl HostFilter for NumInstancesFilter {
         num_instances_passes(host, self.max_instances_per_host, Self::NAME)
     }
     // Runs for every instance (the count grows during a multi-create); not on rebuild.
+
+    /// Reads the host's instance count only.
+    fn stable_within_request(&self, _spec: &RequestSpec) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::RequestSpec;
     use chrono::Utc;
 
     /// nova's test_num_instances_filters: max 5, 4 passes, 5 fails.

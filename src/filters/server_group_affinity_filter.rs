@@ -3,7 +3,7 @@
 //! those hosts pass.
 
 use super::{FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
 use tracing::debug;
 
 pub struct ServerGroupAffinityFilter;
@@ -35,6 +35,14 @@ impl HostFilter for ServerGroupAffinityFilter {
         group.hosts.contains(&host.host)
     }
     // Runs for every instance; not on rebuild.
+
+    /// Without an `affinity` group every host passes; with one, the verdict reads
+    /// `group.hosts`, which grows with each instance placed.
+    fn stable_within_request(&self, spec: &RequestSpec) -> bool {
+        spec.instance_group
+            .as_ref()
+            .map_or(true, |g| !g.policies.iter().any(|p| p == "affinity"))
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,14 @@ impl HostFilter for ServerGroupAntiAffinityFilter {
         })
     }
     // Runs for every instance: the scheduler records each placed member on its host.
+
+    /// Without an `anti-affinity` group every host passes; with one, the verdict
+    /// reads the instance uuid, which changes between instances.
+    fn stable_within_request(&self, spec: &RequestSpec) -> bool {
+        spec.instance_group
+            .as_ref()
+            .map_or(true, |g| g.policy.as_deref() != Some("anti-affinity"))
+    }
 }
 
 #[cfg(test)]

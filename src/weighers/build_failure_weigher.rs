@@ -21,6 +21,10 @@ impl HostWeigher for BuildFailureWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         Ok(host.failed_builds as f64)
     }

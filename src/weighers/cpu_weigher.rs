@@ -19,6 +19,10 @@ impl HostWeigher for CPUWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         Ok(host.vcpus_total as f64 * host.cpu_allocation_ratio - host.vcpus_used as f64)
     }

@@ -20,6 +20,10 @@ impl HostWeigher for CrossCellWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {
         let Some(dest) = &spec.requested_destination else {
             return Ok(0.0);

@@ -19,6 +19,10 @@ impl HostWeigher for DiskWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         Ok(host.free_disk_mb as f64)
     }

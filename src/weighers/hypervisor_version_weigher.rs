@@ -19,6 +19,10 @@ impl HostWeigher for HypervisorVersionWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         Ok(host.hypervisor_version.unwrap_or(0) as f64)
     }

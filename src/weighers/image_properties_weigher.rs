@@ -54,6 +54,10 @@ impl HostWeigher for ImagePropertiesWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {
         if self.is_disabled() {
             return Ok(0.0);

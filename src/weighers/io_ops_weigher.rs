@@ -19,6 +19,10 @@ impl HostWeigher for IoOpsWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         Ok(host.num_io_ops as f64)
     }

@@ -101,6 +101,10 @@ impl HostWeigher for MetricsWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         if self.setting.is_empty() {
             return Ok(0.0); // nova's loop adds nothing; skip reading the metrics

@@ -11,26 +11,38 @@ pub fn normalize(weights: &[f64], minval: Option<f64>, maxval: Option<f64>) -> V
     if weights.is_empty() {
         return Vec::new();
     }
+    let (lo, hi) = bounds(weights, minval, maxval);
+    weights.iter().map(|&w| normalize_one(w, lo, hi)).collect()
+}
+
+/// The `(lo, hi)` that [`normalize`] maps onto [0, 1]; `weights` not empty.
+pub(crate) fn bounds(weights: &[f64], minval: Option<f64>, maxval: Option<f64>) -> (f64, f64) {
     let hi = maxval.unwrap_or_else(|| py_max(weights));
     let lo = minval.unwrap_or_else(|| py_min(weights));
+    (lo, hi)
+}
+
+/// One value as [`normalize`] maps it with bounds `(lo, hi)`.
+#[inline]
+pub(crate) fn normalize_one(w: f64, lo: f64, hi: f64) -> f64 {
     if lo == hi {
-        return vec![0.0; weights.len()];
+        0.0
+    } else {
+        (w - lo) / (hi - lo)
     }
-    let range = hi - lo;
-    weights.iter().map(|w| (w - lo) / range).collect()
 }
 
 /// Python's `max(list)`: the first element, replaced by every later one that is
 /// strictly greater. Differs from `f64::max` only when NaN is involved (a NaN first
 /// element stays; a later NaN never replaces).
-fn py_max(weights: &[f64]) -> f64 {
+pub(crate) fn py_max(weights: &[f64]) -> f64 {
     weights[1..]
         .iter()
         .fold(weights[0], |best, &w| if w > best { w } else { best })
 }
 
 /// Python's `min(list)`, see [`py_max`].
-fn py_min(weights: &[f64]) -> f64 {
+pub(crate) fn py_min(weights: &[f64]) -> f64 {
     weights[1..]
         .iter()
         .fold(weights[0], |best, &w| if w < best { w } else { best })

@@ -43,6 +43,10 @@ impl HostWeigher for PCIWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {
         // The parsed pools, when loaded, include this request's earlier consumption.
         let free = match &host.pci {

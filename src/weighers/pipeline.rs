@@ -2,7 +2,7 @@
 //! nova's `BaseWeightHandler.get_weighed_objects`.
 
 use super::aggregate_multiplier::{may_override, MULTIPLIER_KEY_SUFFIX};
-use super::normalize::normalize;
+use super::normalize::{bounds as normalize_bounds, normalize, normalize_one};
 use super::{HostWeigher, WeighError};
 use crate::model::host_state::positions_in_memory_order;
 use crate::model::{HostState, RequestSpec};
@@ -51,6 +51,35 @@ pub struct HostWeighing {
 pub struct WeighingExplanation {
     pub weighers: Vec<&'static str>,
     pub hosts: Vec<HostWeighing>,
+}
+
+/// Per-host raw weights, multipliers, contributions and sums kept between the
+/// instances of one request (see [`WeigherPipeline::weigh_cached`]); start with
+/// `default()`.
+#[derive(Debug, Default)]
+pub struct WeighCache {
+    hosts: usize,
+    weighers: usize,
+    known: Vec<bool>,
+    /// `raw[k * hosts + host]`, clamped to the weigher's bounds.
+    raw: Vec<f64>,
+    multiplier: Vec<f64>,
+    /// `multiplier * normalized` as of the last call that had the host.
+    contribution: Vec<f64>,
+    total: Vec<f64>,
+    /// `mark[host] == generation`: the host is a candidate of the current call.
+    mark: Vec<u32>,
+    generation: u32,
+    previous: Option<PreviousWeighing>,
+    /// A raw weight was NaN.
+    nan: bool,
+}
+
+/// The candidate list of the previous call and each weigher's `(lo, hi)`.
+#[derive(Debug)]
+struct PreviousWeighing {
+    list: Vec<usize>,
+    bounds: Vec<(f64, f64)>,
 }
 
 /// The enabled weighers, in nova's loader order.
@@ -211,6 +240,258 @@ impl WeigherPipeline {
                 );
             }
         }
+        weighed.sort_by(|a, b| {
+            b.weight
+                .partial_cmp(&a.weight)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        Ok(weighed)
+    }
+
+    /// [`weigh`](Self::weigh) for the instances of one request, keeping every
+    /// host's raw weights (from the weighers that are
+    /// [stable within the request](HostWeigher::stable_within_request)),
+    /// multipliers, contributions and sums in `cache` from one call to the next.
+    /// `consumed` is the host whose state changed since the previous call with
+    /// this cache; its weights are computed again.
+    ///
+    /// The result is bit-identical to [`weigh`](Self::weigh): normalization bounds
+    /// are those of the current candidate list (found again by a scan whenever a
+    /// host that left the list, or the consumed host, held a bound); a weigher's
+    /// contributions are recomputed for every candidate when its bounds moved,
+    /// else only for the consumed host; a host's sum is redone (adding the
+    /// contributions in weigher order, as `weigh` does) unless none of its
+    /// contributions changed. NaN weights anywhere turn all of this off (Python's
+    /// `min`/`max` then depend on the order) and every column is redone.
+    pub fn weigh_cached(
+        &self,
+        hosts: &[HostState],
+        candidates: &[usize],
+        spec: &RequestSpec,
+        cache: &mut WeighCache,
+        consumed: Option<usize>,
+    ) -> Result<Vec<WeighedHost>, WeighError> {
+        let nk = self.weighers.len();
+        let stride = hosts.len();
+        if cache.hosts != stride || cache.weighers != nk {
+            *cache = WeighCache {
+                hosts: stride,
+                weighers: nk,
+                known: vec![false; stride],
+                raw: vec![0.0; nk * stride],
+                multiplier: vec![0.0; nk * stride],
+                contribution: vec![0.0; nk * stride],
+                total: vec![0.0; stride],
+                mark: vec![0; stride],
+                generation: 0,
+                previous: None,
+                nan: false,
+            };
+        }
+        // The consumed host's raw weights before this call (to tell whether it held
+        // a normalization bound).
+        let mut consumed_old: Option<(usize, Vec<f64>)> = None;
+        if let Some(c) = consumed {
+            if c < stride && cache.known[c] {
+                cache.known[c] = false;
+                consumed_old = Some((c, (0..nk).map(|k| cache.raw[k * stride + c]).collect()));
+            }
+        }
+        if candidates.len() <= 1 || enabled!(Level::DEBUG) {
+            // nova's debug lines come from the plain run; nothing is carried over.
+            cache.previous = None;
+            return self.run(hosts, candidates, spec, None);
+        }
+        let keys_suffixed = self
+            .weighers
+            .iter()
+            .all(|w| w.multiplier_setting().key.ends_with(MULTIPLIER_KEY_SUFFIX));
+        let bounds: Vec<(Option<f64>, Option<f64>)> = self
+            .weighers
+            .iter()
+            .map(|w| (w.minval(), w.maxval()))
+            .collect();
+        let stable: Vec<bool> = self
+            .weighers
+            .iter()
+            .map(|w| w.stable_within_request())
+            .collect();
+        let all_stable = stable.iter().all(|&s| s);
+        let mut weighed: Vec<WeighedHost> = candidates
+            .iter()
+            .map(|&index| WeighedHost { index, weight: 0.0 })
+            .collect();
+        // The first call reads every host state, in memory order (see `run`); later
+        // ones only the few not yet known.
+        let visit = if cache.previous.is_some() {
+            (0..candidates.len()).collect()
+        } else {
+            positions_in_memory_order(candidates)
+        };
+        // Hosts whose raw weights were (re)computed by this call.
+        let mut fresh: Vec<usize> = Vec::new();
+        for p in visit {
+            let index = candidates[p];
+            let known = cache.known[index];
+            if known && all_stable {
+                continue;
+            }
+            let host = &hosts[index];
+            for (k, weigher) in self.weighers.iter().enumerate() {
+                if known && stable[k] {
+                    continue;
+                }
+                let mut value = match weigher.weigh(host, spec) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        cache.previous = None;
+                        return Err(self.first_error(hosts, &weighed, spec).unwrap_or(e));
+                    }
+                };
+                let (minval, maxval) = bounds[k];
+                if let Some(min) = minval {
+                    value = value.max(min);
+                }
+                if let Some(max) = maxval {
+                    value = value.min(max);
+                }
+                cache.nan |= value.is_nan();
+                cache.raw[k * stride + index] = value;
+            }
+            if !known {
+                let overridable = !keys_suffixed || may_override(host);
+                for (k, weigher) in self.weighers.iter().enumerate() {
+                    cache.multiplier[k * stride + index] = if overridable {
+                        weigher.multiplier(host)
+                    } else {
+                        weigher.multiplier_setting().without_override()
+                    };
+                }
+                cache.known[index] = true;
+                fresh.push(index);
+            }
+        }
+        // Mark the current candidates.
+        cache.generation = cache.generation.wrapping_add(1);
+        if cache.generation == 0 {
+            cache.mark.iter_mut().for_each(|m| *m = 0);
+            cache.generation = 1;
+        }
+        let generation = cache.generation;
+        for &i in candidates {
+            cache.mark[i] = generation;
+        }
+        // Carry over from the previous call only when the candidates are a subset of
+        // its list, the only host re-weighed is the consumed one, every weigher is
+        // stable and no weight is NaN.
+        let previous = cache.previous.take();
+        // The hosts of the previous list that are not candidates now.
+        let mut leavers: Vec<usize> = Vec::new();
+        let carry = previous.filter(|prev| {
+            all_stable
+                && !cache.nan
+                && fresh
+                    .iter()
+                    .all(|&f| Some(f) == consumed_old.as_ref().map(|c| c.0))
+                && candidates.len() <= prev.list.len()
+                && {
+                    leavers.extend(
+                        prev.list
+                            .iter()
+                            .copied()
+                            .filter(|&i| cache.mark[i] != generation),
+                    );
+                    prev.list.len() - leavers.len() == candidates.len()
+                }
+        });
+        let mut lows_highs: Vec<(f64, f64)> = Vec::with_capacity(nk);
+        let mut column_redone = vec![true; nk];
+        let mut raw = Vec::new();
+        for k in 0..nk {
+            let (minval, maxval) = bounds[k];
+            let column = &cache.raw[k * stride..(k + 1) * stride];
+            // Bounds: carried over when no leaver held one, else a scan.
+            let carried = carry.as_ref().and_then(|prev| {
+                let (plo, phi) = prev.bounds[k];
+                let mut held_lo = false;
+                let mut held_hi = false;
+                let mut check = |v: f64| {
+                    held_lo |= minval.is_none() && v == plo;
+                    held_hi |= maxval.is_none() && v == phi;
+                };
+                for &i in &leavers {
+                    let v = match &consumed_old {
+                        Some((c, old)) if *c == i => old[k],
+                        _ => column[i],
+                    };
+                    check(v);
+                }
+                if let Some((c, old)) = &consumed_old {
+                    if cache.mark[*c] == generation {
+                        check(old[k]);
+                    }
+                }
+                if held_lo || held_hi {
+                    return None;
+                }
+                let (mut lo, mut hi) = (plo, phi);
+                if let Some((c, _)) = &consumed_old {
+                    if cache.mark[*c] == generation {
+                        let v = column[*c];
+                        if minval.is_none() && v < lo {
+                            lo = v;
+                        }
+                        if maxval.is_none() && v > hi {
+                            hi = v;
+                        }
+                    }
+                }
+                Some((lo, hi))
+            });
+            let (lo, hi) = match carried {
+                Some(b) => b,
+                None => {
+                    raw.clear();
+                    raw.extend(candidates.iter().map(|&i| column[i]));
+                    normalize_bounds(&raw, minval, maxval)
+                }
+            };
+            lows_highs.push((lo, hi));
+            let same = carry.as_ref().is_some_and(|prev| {
+                let (plo, phi) = prev.bounds[k];
+                plo.to_bits() == lo.to_bits() && phi.to_bits() == hi.to_bits()
+            });
+            let multipliers = &cache.multiplier[k * stride..(k + 1) * stride];
+            let contribution = &mut cache.contribution[k * stride..(k + 1) * stride];
+            if same {
+                column_redone[k] = false;
+                if let Some((c, _)) = &consumed_old {
+                    contribution[*c] = multipliers[*c] * normalize_one(column[*c], lo, hi);
+                }
+            } else {
+                for &i in candidates {
+                    contribution[i] = multipliers[i] * normalize_one(column[i], lo, hi);
+                }
+            }
+        }
+        let all_columns_kept = carry.is_some() && column_redone.iter().all(|&r| !r);
+        for w in weighed.iter_mut() {
+            let i = w.index;
+            if all_columns_kept && consumed_old.as_ref().map_or(true, |c| c.0 != i) {
+                w.weight = cache.total[i];
+                continue;
+            }
+            let mut total = 0.0;
+            for k in 0..nk {
+                total += cache.contribution[k * stride + i];
+            }
+            cache.total[i] = total;
+            w.weight = total;
+        }
+        cache.previous = Some(PreviousWeighing {
+            list: candidates.to_vec(),
+            bounds: lows_highs,
+        });
         weighed.sort_by(|a, b| {
             b.weight
                 .partial_cmp(&a.weight)

@@ -20,6 +20,10 @@ impl HostWeigher for ServerGroupSoftAffinityWeigher {
         Self::NAME
     }
 
+    fn stable_within_request(&self) -> bool {
+        true
+    }
+
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {
         let Some(group) = &spec.instance_group else {
             return Ok(0.0);
