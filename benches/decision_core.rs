@@ -107,8 +107,8 @@ fn hosts(n: usize) -> Vec<HostState> {
             }
             let name = format!("cmp{i:05}");
             HostState {
-                host: name.clone(),
-                nodename: name.clone(),
+                host: name.as_str().into(),
+                nodename: name.as_str().into(),
                 cell_uuid: if i % 2 == 0 { "cell1".into() } else { "cell2".into() },
                 total_usable_ram_mb: 262_144,
                 free_ram_mb: 4096 + (i as i64 * 7919) % 250_000,
@@ -122,10 +122,10 @@ fn hosts(n: usize) -> Vec<HostState> {
                 num_instances: instances,
                 num_io_ops: (i % 3) as i64,
                 stats: Arc::new(stats),
-                host_ip: Some(format!("192.0.2.{}", i % 250 + 1)),
+                host_ip: Some(format!("192.0.2.{}", i % 250 + 1).into()),
                 hypervisor_type: Some("QEMU".into()),
                 hypervisor_version: Some(8_002_000),
-                hypervisor_hostname: Some(name.clone()),
+                hypervisor_hostname: Some(name.as_str().into()),
                 cpu_info: Some(cpu_info.clone()),
                 supported_instances: supported.clone(),
                 aggregates: host_aggs,
@@ -136,7 +136,7 @@ fn hosts(n: usize) -> Vec<HostState> {
                 ),
                 service: ServiceInfo {
                     id: i as i64 + 1,
-                    host: name,
+                    host: name.into(),
                     last_seen_up: Some(now),
                     version: 74,
                     ..Default::default()
@@ -145,7 +145,7 @@ fn hosts(n: usize) -> Vec<HostState> {
                     "allocations": {&uuid: {"resources": {"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20}}},
                     "mappings": {"": [&uuid]}
                 })],
-                uuid: Some(uuid),
+                uuid: Some(uuid.into()),
                 ..Default::default()
             }
         })

@@ -263,7 +263,7 @@ impl SchedulerManager {
                 h.allocation_candidates = h
                     .uuid
                     .as_ref()
-                    .and_then(|u| index.remove(u))
+                    .and_then(|u| index.remove(&**u))
                     .unwrap_or_default();
             }
         }
@@ -514,7 +514,7 @@ impl SchedulerManager {
                 h.allocation_candidates = h
                     .uuid
                     .as_ref()
-                    .and_then(|u| by_rp.remove(u))
+                    .and_then(|u| by_rp.remove(&**u))
                     .unwrap_or_default();
             }
             Some(hosts)
@@ -810,10 +810,10 @@ fn to_selection(
     default_az: &str,
 ) -> Selection {
     Selection {
-        compute_node_uuid: host.uuid.clone().unwrap_or_default(),
-        service_host: host.host.clone(),
-        nodename: host.nodename.clone(),
-        cell_uuid: host.cell_uuid.clone(),
+        compute_node_uuid: host.uuid.as_deref().unwrap_or_default().to_string(),
+        service_host: host.host.to_string(),
+        nodename: host.nodename.to_string(),
+        cell_uuid: host.cell_uuid.to_string(),
         limits: SchedulerLimits {
             numa_topology: host.limits.get("numa_topology").cloned(),
             // Written by the legacy Core/Ram/Disk filters; SchedulerLimits holds ints.

@@ -201,11 +201,11 @@ impl Scheduler {
         if let Some(dest) = &spec.requested_destination {
             if let Some(want_host) = &dest.host {
                 current.retain(|&i| {
-                    hosts[i].host == *want_host
+                    *hosts[i].host == **want_host
                         && dest
                             .node
                             .as_ref()
-                            .map_or(true, |n| n.is_empty() || hosts[i].nodename == *n)
+                            .map_or(true, |n| n.is_empty() || *hosts[i].nodename == **n)
                 });
             }
         }
@@ -223,7 +223,7 @@ impl Scheduler {
                 current.retain(|&i| force.contains(&hosts[i].host.to_lowercase()));
             }
             if !spec.force_nodes.is_empty() {
-                current.retain(|&i| spec.force_nodes.contains(&hosts[i].nodename));
+                current.retain(|&i| spec.force_nodes.iter().any(|n| **n == *hosts[i].nodename));
             }
             let check_type = spec.hint("_nova_check_type").is_some_and(|v| !v.is_empty());
             if forced && !check_type {
@@ -458,7 +458,7 @@ impl Scheduler {
             }
         }
         if let Some(group) = spec.instance_group.as_mut() {
-            group.hosts.push(host.host.clone());
+            group.hosts.push(host.host.to_string());
             if let Some(uuid) = instance_uuid {
                 if !host.instances.contains(uuid) {
                     Arc::make_mut(&mut host.instances).insert(uuid.to_string());

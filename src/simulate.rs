@@ -91,7 +91,7 @@ impl Claimer for InventoryModel {
         host: &HostState,
         ar: &Value,
     ) -> Result<bool, ClaimError> {
-        let rp = host.uuid.clone().unwrap_or_default();
+        let rp = host.uuid.as_deref().unwrap_or_default().to_string();
         let want: BTreeMap<String, i64> =
             serde_json::from_value(ar["allocations"][&rp]["resources"].clone()).unwrap_or_default();
         let Some(free) = self.free.get_mut(&rp) else {
@@ -159,7 +159,7 @@ fn demo_cloud(opts: &SimulateOptions, rng: &mut StdRng) -> (Vec<HostState>, Inve
         let disk_used = disk * rng.random_range(0..50) / 100;
         let down = i % 17 == 16;
         let service = ServiceInfo {
-            host: name.clone(),
+            host: name.as_str().into(),
             disabled: i % 13 == 12,
             last_seen_up: Some(if down {
                 now - Duration::minutes(10)
@@ -179,10 +179,10 @@ fn demo_cloud(opts: &SimulateOptions, rng: &mut StdRng) -> (Vec<HostState>, Inve
             .into(),
         );
         hosts.push(HostState {
-            host: name.clone(),
-            nodename: name,
-            cell_uuid: cells[i % 2].to_string(),
-            uuid: Some(uuid),
+            host: name.as_str().into(),
+            nodename: name.into(),
+            cell_uuid: cells[i % 2].into(),
+            uuid: Some(uuid.into()),
             total_usable_ram_mb: ram,
             free_ram_mb: ram - ram_used,
             total_usable_disk_gb: disk,
@@ -238,7 +238,7 @@ pub async fn run(opts: SimulateOptions) -> i32 {
         let candidates: BTreeMap<String, Value> = model.candidates(&want).into_iter().collect();
         let mut request_hosts: Vec<HostState> = hosts
             .iter()
-            .filter(|h| h.uuid.as_ref().is_some_and(|u| candidates.contains_key(u)))
+            .filter(|h| h.uuid.as_ref().is_some_and(|u| candidates.contains_key(&**u)))
             .cloned()
             .collect();
         for h in &mut request_hosts {
@@ -274,7 +274,7 @@ pub async fn run(opts: SimulateOptions) -> i32 {
                 for (uuid, dests) in uuids.iter().zip(&out.destinations) {
                     let names: Vec<&str> = dests
                         .iter()
-                        .map(|d| out.hosts[d.host].host.as_str())
+                        .map(|d| &*out.hosts[d.host].host)
                         .collect();
                     println!("request {r}: {uuid} ({vcpus} vCPU, {memory_mb} MB, {root_gb} GB) -> {} (alternates: {})", names[0], names[1..].join(", "));
                     placed += 1;

@@ -380,9 +380,9 @@ impl HostStateStore {
         let mut hosts_by_cell: HashMap<String, BTreeSet<String>> = HashMap::new();
         for s in states.iter() {
             hosts_by_cell
-                .entry(s.cell_uuid.clone())
+                .entry(s.cell_uuid.to_string())
                 .or_default()
-                .insert(s.host.clone());
+                .insert(s.host.to_string());
         }
         let reads = hosts_by_cell.into_iter().filter_map(|(cell, hosts)| {
             let db = set.cells.iter().find(|c| c.cell.uuid == cell)?.clone();
@@ -416,7 +416,7 @@ impl HostStateStore {
             }
         }
         for s in states.iter_mut() {
-            if let Some(m) = shared.get(&(s.cell_uuid.clone(), s.host.clone())) {
+            if let Some(m) = shared.get(&(s.cell_uuid.to_string(), s.host.to_string())) {
                 s.instance_system_metadata = Some(Arc::clone(m));
             }
         }

@@ -609,10 +609,10 @@ fn dt_json(t: &Option<DateTime<Utc>>) -> Value {
 fn host_json(h: &HostState) -> Value {
     let s = &h.service;
     json!({
-        "host": h.host,
-        "nodename": h.nodename,
-        "cell_uuid": h.cell_uuid,
-        "uuid": h.uuid,
+        "host": &*h.host,
+        "nodename": &*h.nodename,
+        "cell_uuid": &*h.cell_uuid,
+        "uuid": h.uuid.as_deref(),
         "total_usable_ram_mb": h.total_usable_ram_mb,
         "total_usable_disk_gb": h.total_usable_disk_gb,
         "disk_mb_used": h.disk_mb_used,
@@ -623,10 +623,10 @@ fn host_json(h: &HostState) -> Value {
         "num_instances": h.num_instances,
         "num_io_ops": h.num_io_ops,
         "failed_builds": h.failed_builds,
-        "host_ip": h.host_ip,
-        "hypervisor_type": h.hypervisor_type,
+        "host_ip": h.host_ip.as_deref(),
+        "hypervisor_type": h.hypervisor_type.as_deref(),
         "hypervisor_version": h.hypervisor_version,
-        "hypervisor_hostname": h.hypervisor_hostname,
+        "hypervisor_hostname": h.hypervisor_hostname.as_deref(),
         "cpu_info": h.cpu_info.as_deref(),
         "metrics": h.metrics.as_deref(),
         "supported_instances": &*h.supported_instances,
@@ -635,8 +635,8 @@ fn host_json(h: &HostState) -> Value {
         "disk_allocation_ratio": h.disk_allocation_ratio,
         "stats": &*h.stats,
         "service": {
-            "id": s.id, "host": s.host, "binary": "nova-compute", "topic": "compute",
-            "disabled": s.disabled, "disabled_reason": s.disabled_reason,
+            "id": s.id, "host": &*s.host, "binary": "nova-compute", "topic": "compute",
+            "disabled": s.disabled, "disabled_reason": s.disabled_reason.as_deref(),
             "forced_down": s.forced_down, "last_seen_up": dt_json(&s.last_seen_up),
             "version": s.version, "created_at": dt_json(&s.created_at),
             "updated_at": dt_json(&s.updated_at), "deleted_at": null, "deleted": false,
@@ -1046,10 +1046,10 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         0.30000000000000004,
     ];
     let mut h = HostState {
-        host: host.clone(),
-        nodename: nodename.clone(),
+        host: host.as_str().into(),
+        nodename: nodename.as_str().into(),
         cell_uuid: UUIDS[0].into(),
-        uuid: chance(rng, 0.9).then(|| pick(rng, &UUIDS).to_string()),
+        uuid: chance(rng, 0.9).then(|| pick(rng, &UUIDS).into()),
         total_usable_ram_mb: pick(rng, &[0, 2048, 65536, 131072]),
         free_ram_mb: match rng.random_range(0..4) {
             0 => pick(rng, &[0, 1023, 1024, 1025, -512]),
@@ -1086,18 +1086,18 @@ fn gen_host(rng: &mut StdRng) -> HostState {
                     "fe80::1",
                 ],
             )
-            .to_string()
+            .into()
         }),
         hypervisor_type: chance(rng, 0.85).then(|| {
             pick(
                 rng,
                 &["QEMU", "kvm", "ironic", "VMware vCenter Server", "QEMU "],
             )
-            .to_string()
+            .into()
         }),
         hypervisor_version: chance(rng, 0.85)
             .then(|| pick(rng, &[6_000_000, 2_012_000, 0, 1_002_003, 8_002_000])),
-        hypervisor_hostname: chance(rng, 0.9).then(|| nodename.clone()),
+        hypervisor_hostname: chance(rng, 0.9).then(|| nodename.as_str().into()),
         cpu_info: gen_cpu_info(rng).map(Arc::from),
         supported_instances: Arc::new(match rng.random_range(0..3) {
             0 => vec![],
@@ -1109,9 +1109,9 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         }),
         service: ServiceInfo {
             id: rng.random_range(1..100),
-            host: host.clone(),
+            host: host.as_str().into(),
             disabled: chance(rng, 0.3),
-            disabled_reason: chance(rng, 0.3).then(|| "maintenance".to_string()),
+            disabled_reason: chance(rng, 0.3).then(|| "maintenance".into()),
             forced_down: chance(rng, 0.1),
             last_seen_up: some_datetime(rng),
             created_at: some_datetime(rng),
@@ -2097,7 +2097,7 @@ fn gen_aggregate_image_properties_isolation(rng: &mut StdRng) -> Case {
                 id: i + 1,
                 uuid: UUIDS[i as usize % UUIDS.len()].to_string(),
                 name: format!("agg{}", i + 1),
-                hosts: BTreeSet::from([host.host.clone()]),
+                hosts: BTreeSet::from([host.host.to_string()]),
                 metadata,
             })
         })
@@ -2268,7 +2268,7 @@ fn eval_server_group_anti_affinity(case: &Case) -> Outcome {
 
 fn gen_server_group_affinity(rng: &mut StdRng) -> Case {
     let mut host = gen_host(rng);
-    host.host = format!("host{}", rng.random_range(1..4));
+    host.host = format!("host{}", rng.random_range(1..4)).into();
     let mut spec = base_spec(rng);
     spec.instance_group = match rng.random_range(0..10) {
         0 => None,
@@ -2503,7 +2503,7 @@ fn gen_aggregate_io_ops(rng: &mut StdRng) -> Case {
 
 fn gen_isolated_hosts(rng: &mut StdRng) -> Case {
     let mut host = gen_host(rng);
-    host.host = pick(rng, &["isolated_host", "free_host", "host1"]).to_string();
+    host.host = pick(rng, &["isolated_host", "free_host", "host1"]).into();
     let images: Vec<String> = match rng.random_range(0..3) {
         0 => vec![],
         1 => vec![UUIDS[2].to_string()],
@@ -2562,7 +2562,7 @@ fn gen_aggregate_type_affinity(rng: &mut StdRng) -> Case {
                 id: i + 1,
                 uuid: UUIDS[i as usize % UUIDS.len()].to_string(),
                 name: format!("agg{}", i + 1),
-                hosts: BTreeSet::from([host.host.clone()]),
+                hosts: BTreeSet::from([host.host.to_string()]),
                 metadata,
             })
         })
@@ -2599,7 +2599,7 @@ fn gen_aggregate_multi_tenancy(rng: &mut StdRng) -> Case {
                 id: i + 1,
                 uuid: UUIDS[i as usize % UUIDS.len()].to_string(),
                 name: format!("agg{}", i + 1),
-                hosts: BTreeSet::from([host.host.clone()]),
+                hosts: BTreeSet::from([host.host.to_string()]),
                 metadata,
             })
         })

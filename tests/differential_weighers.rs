@@ -289,9 +289,9 @@ fn case_json(case: &Case) -> Value {
 
 fn host_json(h: &HostState) -> Value {
     let mut v = json!({
-        "host": h.host,
-        "nodename": h.nodename,
-        "cell_uuid": h.cell_uuid,
+        "host": &*h.host,
+        "nodename": &*h.nodename,
+        "cell_uuid": &*h.cell_uuid,
         "free_ram_mb": h.free_ram_mb,
         "free_disk_mb": h.free_disk_mb,
         "vcpus_total": h.vcpus_total,
@@ -546,9 +546,9 @@ fn gen_host(rng: &mut StdRng, i: usize, aggs: &[Arc<Aggregate>]) -> HostState {
         .map(instance_uuid)
         .collect();
     HostState {
-        host: name.clone(),
-        nodename: name,
-        cell_uuid: pick(rng, &CELLS).to_string(),
+        host: name.as_str().into(),
+        nodename: name.into(),
+        cell_uuid: pick(rng, &CELLS).into(),
         free_ram_mb: pick(rng, &[-512, 0, 512, 1024, 2048, 4096, 8192])
             + if chance(rng, 0.3) {
                 rng.random_range(0..1000)

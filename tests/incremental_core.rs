@@ -38,12 +38,12 @@ struct Claims {
 
 impl Claimer for Claims {
     async fn claim(&mut self, uuid: &str, host: &HostState, _: &Value) -> Result<bool, ClaimError> {
-        let left = self.capacity.entry(host.host.clone()).or_insert(usize::MAX);
+        let left = self.capacity.entry(host.host.to_string()).or_insert(usize::MAX);
         if *left == 0 {
             return Ok(false);
         }
         *left -= 1;
-        self.log.push((uuid.to_string(), host.host.clone()));
+        self.log.push((uuid.to_string(), host.host.to_string()));
         Ok(true)
     }
 
@@ -127,10 +127,10 @@ fn cloud(rng: &mut StdRng, members: &[String]) -> Vec<HostState> {
             }
             let down = rng.random_bool(0.05);
             HostState {
-                host: name.clone(),
-                nodename: format!("node{i:03}"),
-                cell_uuid: format!("cell{}", rng.random_range(0..2)),
-                uuid: Some(format!("rp-{i}")),
+                host: name.as_str().into(),
+                nodename: format!("node{i:03}").into(),
+                cell_uuid: format!("cell{}", rng.random_range(0..2)).into(),
+                uuid: Some(format!("rp-{i}").into()),
                 total_usable_ram_mb: 32768,
                 free_ram_mb,
                 ram_allocation_ratio: [1.0, 1.5][rng.random_range(0..2)],
@@ -146,7 +146,7 @@ fn cloud(rng: &mut StdRng, members: &[String]) -> Vec<HostState> {
                 aggregates: host_aggs,
                 instances: Arc::new(instances),
                 service: ServiceInfo {
-                    host: name,
+                    host: name.into(),
                     disabled: rng.random_bool(0.03),
                     last_seen_up: Some(if down { now - Duration::seconds(3600) } else { now }),
                     ..Default::default()
@@ -309,10 +309,10 @@ async fn incremental_core_matches_the_reference_on_random_clouds() {
         for h in &hosts {
             match gen.random_range(0..10) {
                 0 => {
-                    claims.capacity.insert(h.host.clone(), 0);
+                    claims.capacity.insert(h.host.to_string(), 0);
                 }
                 1 => {
-                    claims.capacity.insert(h.host.clone(), 1);
+                    claims.capacity.insert(h.host.to_string(), 1);
                 }
                 _ => {}
             }

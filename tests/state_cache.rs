@@ -172,13 +172,13 @@ async fn assert_same(c: &Cloud, uuids: Option<&[String]>) -> Vec<HostState> {
 
 /// Node names, sorted: both paths order by cell uuid, which is random here.
 fn nodenames(states: &[HostState]) -> Vec<&str> {
-    let mut names: Vec<&str> = states.iter().map(|s| s.nodename.as_str()).collect();
+    let mut names: Vec<&str> = states.iter().map(|s| &*s.nodename).collect();
     names.sort();
     names
 }
 
 fn by_name<'a>(states: &'a [HostState], name: &str) -> &'a HostState {
-    states.iter().find(|s| s.nodename == name).expect(name)
+    states.iter().find(|s| &*s.nodename == name).expect(name)
 }
 
 #[tokio::test]
@@ -402,7 +402,7 @@ async fn type_affinity_filter_sees_instance_flavors() {
         };
         let all: Vec<usize> = (0..states.len()).collect();
         let (kept, _) = chain.run(states, &all, &req);
-        let mut names: Vec<String> = kept.iter().map(|&i| states[i].nodename.clone()).collect();
+        let mut names: Vec<String> = kept.iter().map(|&i| states[i].nodename.to_string()).collect();
         names.sort();
         names
     };

@@ -209,7 +209,7 @@ async fn store() -> HostStateStore {
 fn names(states: &[nova_scheduler::model::HostState]) -> Vec<(String, String)> {
     states
         .iter()
-        .map(|h| (h.cell_uuid.clone(), h.nodename.clone()))
+        .map(|h| (h.cell_uuid.to_string(), h.nodename.to_string()))
         .collect()
 }
 
@@ -267,7 +267,7 @@ async fn by_uuids_across_cells() {
         .expect("host states");
     let mut got: Vec<(String, Option<String>)> = states
         .iter()
-        .map(|h| (h.nodename.clone(), h.uuid.clone()))
+        .map(|h| (h.nodename.to_string(), h.uuid.as_deref().map(str::to_string)))
         .collect();
     got.sort();
     assert_eq!(
@@ -281,11 +281,11 @@ async fn by_uuids_across_cells() {
     );
     let not_updated = states
         .iter()
-        .find(|h| h.host == "c1-notupdated")
+        .find(|h| &*h.host == "c1-notupdated")
         .expect("node");
     assert_eq!((not_updated.free_ram_mb, not_updated.vcpus_total), (0, 0));
     assert!(not_updated.service.forced_down);
-    assert_eq!(not_updated.cell_uuid, s.cell1);
+    assert_eq!(&*not_updated.cell_uuid, s.cell1.as_str());
     let none = store.host_states(Some(&[]), None).await.expect("empty");
     assert!(none.is_empty());
 }
@@ -299,7 +299,7 @@ async fn full_node_attributes() {
         .expect("host states");
     let h = states
         .iter()
-        .find(|h| h.host == "c1-full")
+        .find(|h| &*h.host == "c1-full")
         .expect("c1-full");
     assert_eq!(h.hypervisor_hostname.as_deref(), Some("c1-full.example"));
     assert_eq!((h.total_usable_ram_mb, h.free_ram_mb), (65536, 57344));
@@ -378,7 +378,7 @@ async fn full_node_attributes() {
 
     let d = states
         .iter()
-        .find(|h| h.host == "c1-disabled")
+        .find(|h| &*h.host == "c1-disabled")
         .expect("c1-disabled");
     assert!(d.service.disabled);
     assert_eq!(d.service.disabled_reason.as_deref(), Some("maintenance"));
@@ -509,7 +509,7 @@ async fn aggregate_casts_update_the_cache() {
     let aggs_of = |host: &str| -> Vec<i64> {
         states
             .iter()
-            .find(|h| h.host == host)
+            .find(|h| *h.host == *host)
             .map(|h| h.aggregates.iter().map(|a| a.id).collect())
             .unwrap_or_default()
     };
@@ -554,7 +554,7 @@ async fn reload_picks_up_new_cells() {
         .await
         .expect("late cell");
     assert_eq!(states.len(), 1);
-    assert_eq!(states[0].cell_uuid, late);
+    assert_eq!(&*states[0].cell_uuid, late);
 }
 
 #[tokio::test]

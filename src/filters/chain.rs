@@ -265,7 +265,7 @@ mod tests {
             self.0
         }
         fn host_passes(&self, host: &HostState, _req: &FilterRequest<'_>) -> bool {
-            host.host != self.1
+            *host.host != *self.1
         }
         fn once_per_request(&self) -> bool {
             self.2
@@ -276,7 +276,7 @@ mod tests {
         ["a", "b", "c"]
             .iter()
             .map(|h| HostState {
-                host: h.to_string(),
+                host: (*h).into(),
                 ..Default::default()
             })
             .collect()
@@ -376,8 +376,8 @@ mod log_tests {
         let hosts: Vec<HostState> = [("a", "n-a"), ("o'b", "")]
             .iter()
             .map(|(h, n)| HostState {
-                host: h.to_string(),
-                nodename: n.to_string(),
+                host: (*h).into(),
+                nodename: (*n).into(),
                 ..Default::default()
             })
             .collect();

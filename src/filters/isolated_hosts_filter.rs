@@ -25,7 +25,7 @@ impl HostFilter for IsolatedHostsFilter {
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
         let restrict = self.restrict_isolated_hosts_to_isolated_images;
-        let host_isolated = self.isolated_hosts.contains(&host.host);
+        let host_isolated = self.isolated_hosts.iter().any(|h| *h == *host.host);
         if self.isolated_images.is_empty() {
             // No images to match: isolated hosts take nothing when restrictive.
             return !restrict || !host_isolated;

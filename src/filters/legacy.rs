@@ -51,7 +51,7 @@ pub(crate) mod test_support {
             host.aggregates.push(Arc::new(Aggregate {
                 id: i as i64,
                 name: format!("agg{i}"),
-                hosts: [host.host.clone()].into(),
+                hosts: [host.host.to_string()].into(),
                 metadata: [(key.to_string(), v.to_string())].into(),
                 ..Default::default()
             }));

@@ -1111,7 +1111,7 @@ pub fn host_repr(h: &HostState) -> String {
     )
 }
 
-fn opt_str(v: &Option<String>) -> PyValue {
+fn opt_str<S: std::ops::Deref<Target = str>>(v: &Option<S>) -> PyValue {
     v.as_deref().map_or(PyValue::None, PyValue::str)
 }
 

@@ -32,7 +32,7 @@ impl HostFilter for ServerGroupAffinityFilter {
         if group.hosts.is_empty() {
             return true;
         }
-        group.hosts.contains(&host.host)
+        group.hosts.iter().any(|h| *h == *host.host)
     }
     // Runs for every instance; not on rebuild.
 

@@ -391,7 +391,7 @@ mod tests {
         };
         let host = HostState {
             host: "host1".into(),
-            host_ip: host_ip.map(str::to_string),
+            host_ip: host_ip.map(std::sync::Arc::from),
             ..Default::default()
         };
         SimpleCIDRAffinityFilter::check(&host, req.spec)

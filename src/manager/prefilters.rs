@@ -310,15 +310,15 @@ async fn target_nodes(
     let nodes = states
         .into_iter()
         .filter(|s| match (host, node) {
-            (Some(h), Some(n)) => s.host == h && s.nodename == n,
-            (Some(h), None) => s.host == h,
-            (None, Some(n)) => s.nodename == n,
+            (Some(h), Some(n)) => &*s.host == h && &*s.nodename == n,
+            (Some(h), None) => &*s.host == h,
+            (None, Some(n)) => &*s.nodename == n,
             (None, None) => false,
         })
         .map(|s| TargetNode {
-            uuid: s.uuid.clone().unwrap_or_default(),
-            host: s.host.clone(),
-            hypervisor_hostname: s.nodename.clone(),
+            uuid: s.uuid.as_deref().unwrap_or_default().to_string(),
+            host: s.host.to_string(),
+            hypervisor_hostname: s.nodename.to_string(),
         })
         .collect::<Vec<_>>();
     // A host and node name one compute node (`get_by_host_and_nodename`), a node

@@ -12,9 +12,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServiceInfo {
     pub id: i64,
-    pub host: String,
+    pub host: Arc<str>,
     pub disabled: bool,
-    pub disabled_reason: Option<String>,
+    pub disabled_reason: Option<Arc<str>>,
     pub forced_down: bool,
     pub last_seen_up: Option<DateTime<Utc>>,
     pub created_at: Option<DateTime<Utc>>,
@@ -55,11 +55,13 @@ pub type InstanceFlavorIds = BTreeMap<String, Option<i64>>;
 /// Resources and attributes of one compute node, as nova's HostState holds them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostState {
-    pub host: String,
-    pub nodename: String,
-    pub cell_uuid: String,
+    // The strings are shared with the cached state (`Arc<str>`): every request
+    // copies every candidate host's state, and a copy should cost pointers only.
+    pub host: Arc<str>,
+    pub nodename: Arc<str>,
+    pub cell_uuid: Arc<str>,
     /// Compute node uuid (= its resource provider uuid).
-    pub uuid: Option<String>,
+    pub uuid: Option<Arc<str>>,
     pub total_usable_ram_mb: i64,
     pub free_ram_mb: i64,
     pub total_usable_disk_gb: i64,
@@ -76,10 +78,10 @@ pub struct HostState {
     pub num_instances: i64,
     pub num_io_ops: i64,
     pub failed_builds: i64,
-    pub host_ip: Option<String>,
-    pub hypervisor_type: Option<String>,
+    pub host_ip: Option<Arc<str>>,
+    pub hypervisor_type: Option<Arc<str>>,
     pub hypervisor_version: Option<i64>,
-    pub hypervisor_hostname: Option<String>,
+    pub hypervisor_hostname: Option<Arc<str>>,
     /// Raw JSON string, as nova keeps it.
     pub cpu_info: Option<Arc<str>>,
     /// `[arch, hv_type, vm_mode]` triples.

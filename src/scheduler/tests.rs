@@ -30,12 +30,12 @@ impl Claimer for FakeClaims {
                 error: "conflict".into(),
             });
         }
-        let left = self.capacity.entry(host.host.clone()).or_insert(usize::MAX);
+        let left = self.capacity.entry(host.host.to_string()).or_insert(usize::MAX);
         if *left == 0 {
             return Ok(false);
         }
         *left -= 1;
-        self.claims.insert(uuid.into(), host.host.clone());
+        self.claims.insert(uuid.into(), host.host.to_string());
         Ok(true)
     }
 
@@ -53,7 +53,7 @@ fn host(name: &str, cell: &str, free_ram_mb: i64) -> HostState {
         host: name.into(),
         nodename: name.into(),
         cell_uuid: cell.into(),
-        uuid: Some(format!("uuid-{name}")),
+        uuid: Some(format!("uuid-{name}").into()),
         free_ram_mb,
         total_usable_ram_mb: 65536,
         free_disk_mb: 100 * 1024,
@@ -104,7 +104,7 @@ fn request(uuids: &[&str]) -> ScheduleRequest {
 fn names(out: &ScheduleOutcome) -> Vec<Vec<String>> {
     out.destinations
         .iter()
-        .map(|d| d.iter().map(|x| out.hosts[x.host].host.clone()).collect())
+        .map(|d| d.iter().map(|x| out.hosts[x.host].host.to_string()).collect())
         .collect()
 }
 
@@ -279,7 +279,7 @@ async fn host_subset_size_picks_among_the_top_n_only() {
             )
             .await
             .expect("placed");
-        seen.insert(out.hosts[out.destinations[0][0].host].host.clone());
+        seen.insert(out.hosts[out.destinations[0][0].host].host.to_string());
     }
     assert_eq!(seen, ["b".to_string(), "c".to_string()].into());
 }

@@ -23,7 +23,7 @@ use super::cells::CellDb;
 use super::compute::{self, ComputeNodeRow, ServiceRow};
 use super::queries::{self, Change, HostInstance, InstanceRow};
 use super::{read, write, HostStateStore, StateError};
-use crate::model::{HostState, InstanceFlavorIds};
+use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
 use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
 use futures_util::future::join_all;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -88,7 +88,9 @@ struct CachedNode {
 /// What the cache holds of one cell.
 #[derive(Default)]
 struct CellCache {
-    services: HashMap<String, ServiceRow>,
+    /// The row's id and the `ServiceInfo` every request's host states carry, built
+    /// once per row.
+    services: HashMap<String, (i64, ServiceInfo)>,
     /// Compute nodes by id: the order of nova's `ComputeNodeList.get_all`.
     nodes: BTreeMap<i64, CachedNode>,
     node_by_uuid: HashMap<String, i64>,
@@ -163,13 +165,13 @@ impl CellCache {
 
     fn upsert_service(&mut self, svc: ServiceRow) {
         if let Some(host) = svc.host.clone() {
-            self.services.insert(host, svc);
+            self.services.insert(host, (svc.id, compute::service_info(&svc)));
         }
     }
 
     fn delete_service(&mut self, svc: &ServiceRow) {
         if let Some(host) = &svc.host {
-            if self.services.get(host).is_some_and(|s| s.id == svc.id) {
+            if self.services.get(host).is_some_and(|s| s.0 == svc.id) {
                 self.services.remove(host);
             }
         }
@@ -329,13 +331,13 @@ impl CellCache {
         retain: Option<(DateTime<Utc>, Duration)>,
     ) -> Option<HostState> {
         let node = self.nodes.get(&id)?;
-        let host = &node.state.host;
+        let host: &str = &node.state.host;
         let Some(service) = self.services.get(host) else {
             tracing::warn!(%host, "No compute service record found for host");
             return None;
         };
         let mut state = node.state.clone();
-        state.service = compute::service_info(service);
+        state.service = service.1.clone();
         state.aggregates = aggregates.for_host(host);
         if let Some(insts) = self.instances_by_host.get(host) {
             state.instances = Arc::clone(insts);
@@ -661,7 +663,7 @@ impl HostStateCache {
             .then_some((now, self.opts.consumption_ttl));
         let aggregates = read(&self.store.aggregates);
         let wanted: Option<HashSet<&str>> = uuids.map(|u| u.iter().map(String::as_str).collect());
-        let mut seen: HashSet<(String, String)> = HashSet::new();
+        let mut seen: HashSet<(Arc<str>, Arc<str>)> = HashSet::with_capacity(wanted.as_ref().map_or(0, HashSet::len));
         let mut states = Vec::new();
         for db in &selected {
             let Some(cache) = self.cell(&db.cell.uuid) else {

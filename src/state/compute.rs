@@ -146,9 +146,9 @@ pub(super) fn host_state(
     instances: Arc<BTreeSet<String>>,
 ) -> HostState {
     let mut state = HostState {
-        host: node.host.clone().unwrap_or_default(),
-        nodename: node.hypervisor_hostname.clone().unwrap_or_default(),
-        cell_uuid: cell_uuid.to_string(),
+        host: node.host.as_deref().unwrap_or_default().into(),
+        nodename: node.hypervisor_hostname.as_deref().unwrap_or_default().into(),
+        cell_uuid: cell_uuid.into(),
         aggregates,
         instances,
         service: service_info(service),
@@ -173,7 +173,7 @@ fn update_from_compute_node(
         Some(least) => least.min(free_gb),
         None => free_gb,
     };
-    state.uuid = node.uuid;
+    state.uuid = node.uuid.map(Arc::from);
     state.free_disk_mb = free_gb * 1024;
     state.disk_mb_used = node.local_gb_used * 1024;
     state.free_ram_mb = node.free_ram_mb.unwrap_or(0);
@@ -192,10 +192,10 @@ fn update_from_compute_node(
     state.pci = Some(std::sync::Arc::new(crate::pci::PciStats::from_raw(
         state.pci_stats.as_deref(),
     )));
-    state.host_ip = node.host_ip;
-    state.hypervisor_type = node.hypervisor_type;
+    state.host_ip = node.host_ip.map(Arc::from);
+    state.hypervisor_type = node.hypervisor_type.map(Arc::from);
     state.hypervisor_version = node.hypervisor_version;
-    state.hypervisor_hostname = node.hypervisor_hostname;
+    state.hypervisor_hostname = node.hypervisor_hostname.map(Arc::from);
     state.cpu_info = node.cpu_info.map(Arc::from);
     state.supported_instances = Arc::new(supported_instances(node.supported_instances.as_deref()));
     state.stats = Arc::new(stats(node.stats.as_deref()));
@@ -212,9 +212,9 @@ pub(super) fn service_info(row: &ServiceRow) -> ServiceInfo {
     let utc = |t: Option<NaiveDateTime>| -> Option<DateTime<Utc>> { t.map(|t| t.and_utc()) };
     ServiceInfo {
         id: row.id,
-        host: row.host.clone().unwrap_or_default(),
+        host: row.host.as_deref().unwrap_or_default().into(),
         disabled: row.disabled.unwrap_or(false),
-        disabled_reason: row.disabled_reason.clone(),
+        disabled_reason: row.disabled_reason.as_deref().map(Arc::from),
         forced_down: row.forced_down.unwrap_or(false),
         last_seen_up: utc(row.last_seen_up),
         created_at: utc(row.created_at),

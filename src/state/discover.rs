@@ -57,7 +57,8 @@ pub async fn scheduler_leader(
             id: row.try_get("id")?,
             host: row
                 .try_get::<Option<String>, _>("host")?
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                .into(),
             forced_down: row
                 .try_get::<Option<bool>, _>("forced_down")?
                 .unwrap_or(false),
@@ -67,7 +68,7 @@ pub async fn scheduler_leader(
             ..ServiceInfo::default()
         };
         if info.is_up(now, service_down_time, report_interval) {
-            up.push(info.host);
+            up.push(info.host.to_string());
         }
     }
     up.sort();

@@ -30,7 +30,7 @@ impl HostWeigher for CrossCellWeigher {
         };
         match &dest.cell_uuid {
             Some(cell) if !cell.is_empty() && dest.allow_cross_cell_move => {
-                Ok(if host.cell_uuid == *cell { 1.0 } else { -1.0 })
+                Ok(if *host.cell_uuid == **cell { 1.0 } else { -1.0 })
             }
             _ => Ok(0.0),
         }

@@ -139,7 +139,7 @@ mod tests {
                     .map(|i| format!("00000000-0000-0000-0000-0000000{h}000{i}"))
                     .collect();
                 HostState {
-                    host: format!("host{}", h + 1),
+                    host: format!("host{}", h + 1).into(),
                     instances: Arc::new(uuids.iter().cloned().collect()),
                     instance_system_metadata: Some(Arc::new(
                         uuids.into_iter().zip(instances).collect(),
@@ -164,7 +164,7 @@ mod tests {
         p.weigh(&hosts, &[0, 1, 2, 3], &spec)
             .expect("weigh")
             .iter()
-            .map(|w| (hosts[w.index].host.clone(), w.weight))
+            .map(|w| (hosts[w.index].host.to_string(), w.weight))
             .collect()
     }
 

@@ -164,8 +164,8 @@ mod tests {
                     m.push(json!({"name": "user", "value": u}));
                 }
                 HostState {
-                    host: name.to_string(),
-                    nodename: name.to_string(),
+                    host: (*name).into(),
+                    nodename: (*name).into(),
                     metrics: Some(std::sync::Arc::new(Value::Array(m))),
                     ..Default::default()
                 }
@@ -181,7 +181,7 @@ mod tests {
         let hosts = hosts();
         let all: Vec<usize> = (0..hosts.len()).collect();
         let w = p.weigh(&hosts, &all, &RequestSpec::default())?;
-        Ok((hosts[w[0].index].host.clone(), w[0].weight))
+        Ok((hosts[w[0].index].host.to_string(), w[0].weight))
     }
 
     #[test]

@@ -135,8 +135,8 @@ impl WeigherPipeline {
                 .iter()
                 .map(|w| HostWeighing {
                     index: w.index,
-                    host: hosts[w.index].host.clone(),
-                    nodename: hosts[w.index].nodename.clone(),
+                    host: hosts[w.index].host.to_string(),
+                    nodename: hosts[w.index].nodename.to_string(),
                     weight: w.weight,
                     scores: by_index.remove(&w.index).unwrap_or_default(),
                 })
@@ -573,7 +573,7 @@ mod tests {
         free.iter()
             .enumerate()
             .map(|(i, f)| HostState {
-                host: format!("host{}", i + 1),
+                host: format!("host{}", i + 1).into(),
                 free_ram_mb: *f,
                 ..Default::default()
             })
@@ -655,8 +655,8 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, f)| HostState {
-                host: format!("host{}", i + 1),
-                nodename: format!("host{}", i + 1),
+                host: format!("host{}", i + 1).into(),
+                nodename: format!("host{}", i + 1).into(),
                 vcpus_total: *f,
                 cpu_allocation_ratio: 1.0,
                 hypervisor_version: Some(*f),

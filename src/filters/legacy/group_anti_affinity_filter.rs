@@ -20,7 +20,7 @@ impl HostFilter for GroupAntiAffinityFilter {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        legacy_group_hosts(req).is_none_or(|hosts| !hosts.contains(&host.host))
+        legacy_group_hosts(req).is_none_or(|hosts| !hosts.iter().any(|h| *h == *host.host))
     }
 }
 

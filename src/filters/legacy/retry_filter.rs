@@ -24,8 +24,8 @@ impl HostFilter for RetryFilter {
         };
         // nova compares `[host, nodename]` with `[cn.host, cn.hypervisor_hostname]`.
         !tried.iter().any(|(h, node)| {
-            h.as_deref() == Some(host.host.as_str())
-                && node.as_deref() == Some(host.nodename.as_str())
+            h.as_deref() == Some(&*host.host)
+                && node.as_deref() == Some(&*host.nodename)
         })
     }
 }

@@ -209,7 +209,7 @@ fn services_deleted_by_id_only() {
     c.upsert_service(service(7, "h1"));
     c.delete_service(&service(1, "h1"));
     assert_eq!(
-        c.services["h1"].id, 7,
+        c.services["h1"].0, 7,
         "deleting the old row keeps the new one"
     );
     c.delete_service(&service(7, "h1"));

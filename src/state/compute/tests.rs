@@ -50,9 +50,9 @@ fn build(node: ComputeNodeRow) -> HostState {
 #[test]
 fn copies_resources_and_stats() {
     let h = build(node());
-    assert_eq!((h.host.as_str(), h.nodename.as_str()), ("h1", "h1.example"));
+    assert_eq!((&*h.host, &*h.nodename), ("h1", "h1.example"));
     assert_eq!(h.uuid.as_deref(), Some("cn-1"));
-    assert_eq!(h.cell_uuid, "cell-a");
+    assert_eq!(&*h.cell_uuid, "cell-a");
     assert_eq!(h.free_ram_mb, -512);
     assert_eq!(h.free_disk_mb, 350 * 1024);
     assert_eq!(h.disk_mb_used, 100 * 1024);
@@ -90,7 +90,7 @@ fn null_free_disk_keeps_defaults() {
     let h = build(n);
     assert_eq!(h.uuid, None);
     assert_eq!((h.free_ram_mb, h.vcpus_total, h.num_instances), (0, 0, 0));
-    assert_eq!(h.host, "h1");
+    assert_eq!(&*h.host, "h1");
     assert!(h.stats.is_empty());
 }
 
