@@ -654,30 +654,63 @@ impl HostStateCache {
                 self.full_load(db).await;
             }
         }
+        // The node ids of the wanted uuids, per selected cell: one lookup per uuid and
+        // cell (this runs over every candidate on every request); the uuids no cell
+        // holds are read from the databases, then looked up again.
+        let mut ids_by_cell: Vec<Option<Vec<i64>>> = vec![None; selected.len()];
         if let Some(uuids) = uuids {
-            self.fetch_unknown(&selected, uuids).await;
+            let mut found = vec![false; uuids.len()];
+            let lookup = |ids_by_cell: &mut Vec<Option<Vec<i64>>>,
+                          found: &mut Vec<bool>,
+                          only_missing: bool| {
+                for (k, db) in selected.iter().enumerate() {
+                    let Some(cache) = self.cell(&db.cell.uuid) else {
+                        continue;
+                    };
+                    let c = read(&cache);
+                    let ids = ids_by_cell[k].get_or_insert_with(Vec::new);
+                    for (j, u) in uuids.iter().enumerate() {
+                        if only_missing && found[j] {
+                            continue;
+                        }
+                        if let Some(&id) = c.node_by_uuid.get(u.as_str()) {
+                            ids.push(id);
+                            found[j] = true;
+                        }
+                    }
+                }
+            };
+            lookup(&mut ids_by_cell, &mut found, false);
+            let missing: Vec<String> = uuids
+                .iter()
+                .zip(&found)
+                .filter(|(_, f)| !**f)
+                .map(|(u, _)| u.clone())
+                .collect();
+            if !missing.is_empty() {
+                self.fetch_unknown(&selected, &missing).await;
+                lookup(&mut ids_by_cell, &mut found, true);
+            }
         }
         let retain = self
             .opts
             .retain_consumption
             .then_some((now, self.opts.consumption_ttl));
         let aggregates = read(&self.store.aggregates);
-        let wanted: Option<HashSet<&str>> = uuids.map(|u| u.iter().map(String::as_str).collect());
-        let mut seen: HashSet<(Arc<str>, Arc<str>)> = HashSet::with_capacity(wanted.as_ref().map_or(0, HashSet::len));
-        let mut states = Vec::new();
-        for db in &selected {
+        let mut seen: HashSet<(Arc<str>, Arc<str>)> =
+            HashSet::with_capacity(uuids.map_or(0, <[String]>::len));
+        let mut states = Vec::with_capacity(uuids.map_or(0, <[String]>::len));
+        for (db, wanted_ids) in selected.iter().zip(ids_by_cell) {
             let Some(cache) = self.cell(&db.cell.uuid) else {
                 continue;
             };
             let c = read(&cache);
-            let ids: Vec<i64> = match &wanted {
-                None => c.nodes.keys().copied().collect(),
-                Some(w) => {
-                    let mut ids: Vec<i64> = w
-                        .iter()
-                        .filter_map(|u| c.node_by_uuid.get(*u).copied())
-                        .collect();
+            let ids: Vec<i64> = match wanted_ids {
+                None if uuids.is_none() => c.nodes.keys().copied().collect(),
+                None => Vec::new(),
+                Some(mut ids) => {
                     ids.sort_unstable();
+                    ids.dedup();
                     ids
                 }
             };
