@@ -144,7 +144,8 @@ fn hosts(n: usize) -> Vec<HostState> {
                 allocation_candidates: vec![json!({
                     "allocations": {&uuid: {"resources": {"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20}}},
                     "mappings": {"": [&uuid]}
-                })],
+                })
+                .into()],
                 uuid: Some(uuid.into()),
                 ..Default::default()
             }

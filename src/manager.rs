@@ -19,7 +19,9 @@ pub mod prefilters;
 
 pub use prefilters::PrefilterOptions;
 
-use crate::model::{pyjson, Aggregate, HostState, RequestSpec, SchedulerLimits, Selection};
+use crate::model::{
+    pyjson, Aggregate, AllocationCandidate, HostState, RequestSpec, SchedulerLimits, Selection,
+};
 use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
@@ -177,7 +179,7 @@ impl SchedulerManager {
             .map(str::to_string);
 
         // Steps 3–4: prefilters, Placement query, candidates indexed by provider.
-        let mut candidates_by_rp: Option<HashMap<String, Vec<Value>>> = None;
+        let mut candidates_by_rp: Option<HashMap<Arc<str>, Vec<AllocationCandidate>>> = None;
         let mut compute_uuids: Option<Vec<String>> = None;
         // With the index, the spec as the candidates question starts from: a batched
         // request whose claim is refused asks again (see `schedule_batched`).
@@ -243,33 +245,15 @@ impl SchedulerManager {
             .and_then(|d| d.cell_uuid.clone());
         let mark = Instant::now();
         let now = Utc::now();
-        let hosts = match &self.cache {
-            Some(cache) => {
-                cache
-                    .host_states(compute_uuids.as_deref(), cell.as_deref(), now)
-                    .await
-            }
-            None => {
-                self.store
-                    .host_states(compute_uuids.as_deref(), cell.as_deref())
-                    .await
-            }
-        };
-        let mut hosts = hosts
-            .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
-        if let Some(index) = candidates_by_rp.as_mut() {
-            for h in &mut hosts {
-                // Moved, not copied: each compute node uuid names one host state.
-                h.allocation_candidates = h
-                    .uuid
-                    .as_ref()
-                    .and_then(|u| index.remove(&**u))
-                    .unwrap_or_default();
-            }
-        }
-        if self.options.load_instance_system_metadata {
-            self.store.attach_instance_system_metadata(&mut hosts).await;
-        }
+        let use_placement = candidates_by_rp.is_some();
+        let hosts = self
+            .host_states(
+                compute_uuids.as_deref(),
+                cell.as_deref(),
+                now,
+                candidates_by_rp,
+            )
+            .await?;
         self.store
             .load_unset_group_hosts(&mut spec)
             .await
@@ -284,7 +268,7 @@ impl SchedulerManager {
         let request = ScheduleRequest {
             spec,
             instance_uuids: args.instance_uuids,
-            use_placement: candidates_by_rp.is_some(),
+            use_placement,
             return_alternates,
             now,
         };
@@ -328,7 +312,15 @@ impl SchedulerManager {
         let outcome = match (batch_index, spec_before_candidates) {
             (Some(index), Some(spec_before)) => {
                 let batched = self
-                    .schedule_batched(index, hosts, request, spec_before, &claims, &mut rng)
+                    .schedule_batched(
+                        index,
+                        hosts,
+                        request,
+                        spec_before,
+                        cell.as_deref(),
+                        &claims,
+                        &mut rng,
+                    )
                     .await;
                 claim_attempts = batched.attempts;
                 if batched.batched {
@@ -365,6 +357,15 @@ impl SchedulerManager {
         let mark = Instant::now();
         let answer = self.encode(&outcome, args.return_objects);
         phases.encode = mark.elapsed();
+        let instances = outcome.destinations.len();
+        // Freeing every candidate host's state takes a while at thousands of hosts;
+        // the reply does not wait for it.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if host_count >= 1000 => {
+                runtime.spawn_blocking(move || drop(outcome));
+            }
+            _ => drop(outcome),
+        }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         // Running totals of the candidate questions answered locally / by Placement.
         let counts = self
@@ -374,7 +375,7 @@ impl SchedulerManager {
             .unwrap_or_default();
         info!(
             hosts = host_count,
-            instances = outcome.destinations.len(),
+            instances,
             phase_decode_ms = ms(phases.decode),
             phase_prefilters_ms = ms(phases.prefilters),
             phase_placement_ms = ms(phases.placement),
@@ -391,6 +392,38 @@ impl SchedulerManager {
             "select_destinations done"
         );
         Ok(answer)
+    }
+
+    /// Step 7: the host states of `uuids` (every node when `None`) in `cell` (every
+    /// cell when `None`), each with its allocation candidates moved out of
+    /// `candidates_by_rp`.
+    async fn host_states(
+        &self,
+        uuids: Option<&[String]>,
+        cell: Option<&str>,
+        now: chrono::DateTime<Utc>,
+        candidates_by_rp: Option<HashMap<Arc<str>, Vec<AllocationCandidate>>>,
+    ) -> Result<Vec<HostState>, RemoteError> {
+        let hosts = match &self.cache {
+            Some(cache) => cache.host_states(uuids, cell, now).await,
+            None => self.store.host_states(uuids, cell).await,
+        };
+        let mut hosts = hosts
+            .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
+        if let Some(mut index) = candidates_by_rp {
+            for h in &mut hosts {
+                // Moved, not copied: each compute node uuid names one host state.
+                h.allocation_candidates = h
+                    .uuid
+                    .as_ref()
+                    .and_then(|u| index.remove(u))
+                    .unwrap_or_default();
+            }
+        }
+        if self.options.load_instance_system_metadata {
+            self.store.attach_instance_system_metadata(&mut hosts).await;
+        }
+        Ok(hosts)
     }
 
     /// nova's way: each instance claimed with its own `PUT` during the decision.
@@ -455,6 +488,7 @@ impl SchedulerManager {
         mut hosts: Vec<HostState>,
         request: ScheduleRequest,
         spec_before_candidates: RequestSpec,
+        cell: Option<&str>,
         claims: &ClaimContext,
         rng: &mut StdRng,
     ) -> Batched {
@@ -472,21 +506,12 @@ impl SchedulerManager {
             return_alternates,
             now,
         };
-        // The host states as read, without their candidates (a retry attaches a fresh
-        // answer): copying every candidate's JSON per request would cost as much as
-        // building it.
-        let mut base_hosts = Vec::with_capacity(hosts.len());
-        for h in &mut hosts {
-            let candidates = std::mem::take(&mut h.allocation_candidates);
-            base_hosts.push(h.clone());
-            h.allocation_candidates = candidates;
-        }
         let query_options = query::QueryOptions {
             max_placement_results: self.options.max_placement_results,
         };
-        // The hosts of the first answer with the candidates asked again on a refreshed
-        // index: a host that gained room since is not read (its state was not loaded);
-        // one that lost it has none.
+        // The candidates asked again on a refreshed index, with their hosts' states
+        // read again (the decision consumed the first ones; a retry is rare, so the
+        // first states are not kept aside).
         let fresh_hosts = || async {
             if let Err(e) = index.refresh().await {
                 warn!(error = %e, "could not refresh the placement provider index");
@@ -502,22 +527,24 @@ impl SchedulerManager {
                 claims.global_request_id.as_deref(),
             )
             .await;
-            let mut by_rp = match fresh {
-                Ok(fresh) => index_by_provider(fresh.found.allocation_requests),
+            let found = match fresh {
+                Ok(fresh) => fresh.found,
                 Err(e) => {
                     warn!(error = %e, "could not ask for allocation candidates again");
                     return None;
                 }
             };
-            let mut hosts = base_hosts.clone();
-            for h in &mut hosts {
-                h.allocation_candidates = h
-                    .uuid
-                    .as_ref()
-                    .and_then(|u| by_rp.remove(&**u))
-                    .unwrap_or_default();
+            let by_rp = index_by_provider(found.allocation_requests);
+            match self
+                .host_states(Some(&found.provider_uuids), cell, now, Some(by_rp))
+                .await
+            {
+                Ok(hosts) => Some(hosts),
+                Err(e) => {
+                    warn!(error = %e.message, "could not read host states again");
+                    None
+                }
             }
-            Some(hosts)
         };
         let done = |outcome, attempts, batched| Batched {
             outcome,
@@ -716,20 +743,20 @@ impl SchedulerManager {
 /// The allocation requests under each provider they allocate from, in Placement's
 /// order. A request naming several providers (sharing or nested) is listed under
 /// each; only those are copied.
-fn index_by_provider(allocation_requests: Vec<Value>) -> HashMap<String, Vec<Value>> {
-    let mut index: HashMap<String, Vec<Value>> = HashMap::new();
+fn index_by_provider(
+    allocation_requests: Vec<AllocationCandidate>,
+) -> HashMap<Arc<str>, Vec<AllocationCandidate>> {
+    let mut index: HashMap<Arc<str>, Vec<AllocationCandidate>> =
+        HashMap::with_capacity(allocation_requests.len());
     for ar in allocation_requests {
-        let providers: Vec<String> = match ar.get("allocations").and_then(Value::as_object) {
-            Some(allocs) => allocs.keys().cloned().collect(),
-            None => continue,
-        };
+        let providers = ar.providers();
         let Some((last, others)) = providers.split_last() else {
             continue;
         };
         for rp in others {
-            index.entry(rp.clone()).or_default().push(ar.clone());
+            index.entry(Arc::clone(rp)).or_default().push(ar.clone());
         }
-        index.entry(last.clone()).or_default().push(ar);
+        index.entry(Arc::clone(last)).or_default().push(ar);
     }
     index
 }

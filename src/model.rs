@@ -6,6 +6,7 @@
 //! below, which hold only what the scheduler reads.
 
 pub mod aggregate;
+pub mod allocation_candidate;
 pub mod host_state;
 pub mod object;
 pub mod pyjson;
@@ -14,6 +15,7 @@ pub mod request_spec_legacy;
 pub mod selection;
 
 pub use aggregate::Aggregate;
+pub use allocation_candidate::AllocationCandidate;
 pub use host_state::{HostState, InstanceFlavorIds, InstanceSystemMetadata, ServiceInfo};
 pub use object::DecodeError;
 pub use request_spec::{

@@ -402,10 +402,10 @@ impl Scheduler {
                 debug!(host = %hosts[i].host, "host has no allocation candidate left; skipped");
                 continue;
             };
-            if claimer.claim(uuid, &hosts[i], candidate).await? {
+            if claimer.claim(uuid, &hosts[i], candidate.json()).await? {
                 return Ok(Some(Destination {
                     host: i,
-                    allocation_request: Some(candidate.clone()),
+                    allocation_request: Some(candidate.json().clone()),
                 }));
             }
         }
@@ -497,7 +497,7 @@ impl Scheduler {
                     }
                     let allocation_request = if placement {
                         match hosts[i].allocation_candidates.first() {
-                            Some(c) => Some(c.clone()),
+                            Some(c) => Some(c.json().clone()),
                             None => continue,
                         }
                     } else {

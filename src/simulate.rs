@@ -243,7 +243,7 @@ pub async fn run(opts: SimulateOptions) -> i32 {
             .collect();
         for h in &mut request_hosts {
             h.allocation_candidates =
-                vec![candidates[h.uuid.as_deref().unwrap_or_default()].clone()];
+                vec![candidates[h.uuid.as_deref().unwrap_or_default()].clone().into()];
         }
         let uuids: Vec<String> = (0..opts.instances_per_request)
             .map(|i| format!("inst-{r:03}-{i}"))

@@ -1132,7 +1132,8 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         h.allocation_candidates = vec![json!({
             "allocations": {UUIDS[1]: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}},
             "mappings": {"": [UUIDS[1]]},
-        })];
+        })
+        .into()];
     }
     if chance(rng, 0.3) {
         h.instances = Arc::new(

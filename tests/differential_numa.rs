@@ -722,7 +722,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                 })
                 .collect(),
         ))),
-        allocation_candidates: (0..c.candidates).map(|_| json!({"mappings": {}})).collect(),
+        allocation_candidates: (0..c.candidates).map(|_| json!({"mappings": {}}).into()).collect(),
         ..Default::default()
     };
     let mut spec = RequestSpec {

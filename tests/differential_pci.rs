@@ -536,7 +536,13 @@ fn evaluate(case: &Value) -> Value {
         HostState {
             pci_stats: raw.clone().map(Arc::new),
             pci: Some(Arc::new(stats)),
-            allocation_candidates: case["candidates"].as_array().cloned().unwrap_or_default(),
+            allocation_candidates: case["candidates"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(Into::into)
+                .collect(),
             ..Default::default()
         }
     };

@@ -154,7 +154,7 @@ fn cloud(rng: &mut StdRng, members: &[String]) -> Vec<HostState> {
                 allocation_candidates: if rng.random_bool(0.05) {
                     Vec::new()
                 } else {
-                    vec![json!({"allocations": {format!("rp-{i}"): {"resources": {"MEMORY_MB": 512}}}})]
+                    vec![json!({"allocations": {format!("rp-{i}"): {"resources": {"MEMORY_MB": 512}}}}).into()]
                 },
                 ..Default::default()
             }

@@ -113,7 +113,7 @@ mod tests {
                 json!([{"vendor_id": "8086", "product_id": "0001", "count": count,
                                     "dev_type": "type-PCI"}]),
             )),
-            allocation_candidates: candidates,
+            allocation_candidates: candidates.into_iter().map(Into::into).collect(),
             ..Default::default()
         }
     }

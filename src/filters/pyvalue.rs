@@ -1232,7 +1232,7 @@ pub fn host_attr(h: &HostState, name: &str) -> PyValue {
         "allocation_candidates" => PyValue::List(
             h.allocation_candidates
                 .iter()
-                .map(PyValue::from_json)
+                .map(|c| PyValue::from_json(c.json()))
                 .collect(),
         ),
         "stats" => str_dict(h.stats.iter()),

@@ -111,7 +111,7 @@ pub struct HostState {
     pub service: ServiceInfo,
     pub updated: Option<DateTime<Utc>>,
     /// Placement allocation requests that allocate from this compute node.
-    pub allocation_candidates: Vec<Value>,
+    pub allocation_candidates: Vec<super::AllocationCandidate>,
     /// `limits` handed to the compute (only NUMATopologyFilter writes it today).
     pub limits: BTreeMap<String, Value>,
 }

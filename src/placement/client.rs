@@ -5,6 +5,7 @@
 use super::auth::{transport_text, truncate, Authenticator, CatalogFilter, Credentials};
 use super::query::encode_query;
 use super::{PlacementError, PlacementOptions, CANDIDATES_VERSION, CONSUMER_GENERATION_VERSION};
+use crate::model::AllocationCandidate;
 use reqwest::Method;
 use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +18,7 @@ const CLAIM_ATTEMPTS: u32 = 4;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AllocationCandidates {
     /// Allocation requests in Placement's order (`{"allocations", "mappings"}` at 1.36).
-    pub allocation_requests: Vec<Value>,
+    pub allocation_requests: Vec<AllocationCandidate>,
     /// The keys of `provider_summaries`, in Placement's order: nova uses nothing
     /// else of the summaries, so their bodies are skipped unparsed.
     pub provider_uuids: Vec<String>,
@@ -70,7 +71,11 @@ impl AllocationCandidates {
             }
         })?;
         Ok(AllocationCandidates {
-            allocation_requests: parsed.allocation_requests,
+            allocation_requests: parsed
+                .allocation_requests
+                .into_iter()
+                .map(AllocationCandidate::from_json)
+                .collect(),
             provider_uuids: parsed.provider_summaries,
         })
     }

@@ -64,7 +64,7 @@ fn host(name: &str, cell: &str, free_ram_mb: i64) -> HostState {
             ..Default::default()
         },
         allocation_candidates: vec![
-            json!({"allocations": {format!("uuid-{name}"): {"resources": {"MEMORY_MB": 4096}}}, "mappings": {"": [format!("uuid-{name}")]}}),
+            json!({"allocations": {format!("uuid-{name}"): {"resources": {"MEMORY_MB": 4096}}}, "mappings": {"": [format!("uuid-{name}")]}}).into(),
         ],
         ..Default::default()
     }

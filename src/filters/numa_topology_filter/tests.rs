@@ -45,7 +45,7 @@ fn host(topology: Option<Value>, cpu: f64, ram: f64, candidates: usize) -> HostS
         numa_topology: topology.map(std::sync::Arc::new),
         cpu_allocation_ratio: cpu,
         ram_allocation_ratio: ram,
-        allocation_candidates: (0..candidates).map(|_| json!({"mappings": {}})).collect(),
+        allocation_candidates: (0..candidates).map(|_| json!({"mappings": {}}).into()).collect(),
         ..Default::default()
     }
 }
@@ -409,11 +409,11 @@ fn pci_requests_without_devices_or_mappings_fail() {
     let mut h = pci_host(&[]);
     assert!(!passes(&mut h, &one_cell_with_pci(256, 1, None)));
     let mut h = pci_host(&[(Some(0), 1)]);
-    h.allocation_candidates = vec![json!({"no": "mappings"})];
+    h.allocation_candidates = vec![json!({"no": "mappings"}).into()];
     assert!(!passes(&mut h, &one_cell_with_pci(256, 1, None)));
     // nova reads `candidate["mappings"]` with or without PCI requests (KeyError).
     let mut h = pci_host(&[(Some(0), 1)]);
-    h.allocation_candidates = vec![json!({"no": "mappings"})];
+    h.allocation_candidates = vec![json!({"no": "mappings"}).into()];
     let s = spec(
         vec![icell(0, &[1], &[], 256, None, None, None)],
         &[],

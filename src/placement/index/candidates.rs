@@ -6,9 +6,11 @@
 
 use super::model::{Provider, ProviderIndex};
 use super::request::{LocalRequest, Unsupported};
+use crate::model::AllocationCandidate;
 use crate::placement::AllocationCandidates;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// The request with names resolved to the index's ids.
 struct Resolved {
@@ -150,6 +152,7 @@ pub fn local_candidates(
     for (_, rc, amount) in &resolved.resources {
         resources.insert(rc.clone(), Value::from(*amount));
     }
+    let resources = Arc::new(resources);
     let mut found = AllocationCandidates::default();
     for p in index.providers.values() {
         if !resolved.matches(index, p) {
@@ -157,28 +160,13 @@ pub fn local_candidates(
         }
         found
             .allocation_requests
-            .push(allocation_request(&p.uuid, &resources));
+            .push(AllocationCandidate::single_provider(
+                Arc::from(p.uuid.as_str()),
+                Arc::clone(&resources),
+            ));
         found.provider_uuids.push(p.uuid.clone());
     }
     Ok(found)
-}
-
-/// `{"allocations": {uuid: {"resources": ...}}, "mappings": {"": [uuid]}}`, as
-/// Placement writes a single-provider candidate at 1.34+, with every map sized.
-fn allocation_request(uuid: &str, resources: &Map<String, Value>) -> Value {
-    let mut provider = Map::with_capacity(1);
-    provider.insert("resources".to_string(), Value::Object(resources.clone()));
-    let mut allocations = Map::with_capacity(1);
-    allocations.insert(uuid.to_string(), Value::Object(provider));
-    let mut mappings = Map::with_capacity(1);
-    mappings.insert(
-        String::new(),
-        Value::Array(vec![Value::String(uuid.to_string())]),
-    );
-    let mut request = Map::with_capacity(2);
-    request.insert("allocations".to_string(), Value::Object(allocations));
-    request.insert("mappings".to_string(), Value::Object(mappings));
-    Value::Object(request)
 }
 
 /// A provider summary at microversion 1.36: every inventory's capacity and usage,
