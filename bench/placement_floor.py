@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""What Placement alone needs to record the claims of a benchmark phase.
+
+Any scheduler that claims through Placement (nova's, ours with or without the fast
+path) pays at least this: the time Placement takes to write the allocations, with
+no scheduling at all. Run on the seeded cloud of `scripts/bench_side_by_side.sh`
+(stack up), it claims the flavor on distinct providers that have room (found with
+nova's own candidates query), the way each scheduler claims, and frees everything
+afterwards:
+
+- `put-1`: one instance, nova's `PUT /allocations/{consumer}` (sequential);
+- `post-1`: one instance, one `POST /allocations` (our batched path, sequential);
+- `post-10`: ten instances in one `POST /allocations` (a 10-instance request);
+- `burst-put`: 10 concurrent callers, each 10 sequential PUTs (nova's burst);
+- `burst-post`: 10 concurrent callers, each one POST of 10 consumers (our burst);
+- `post-100`: all 100 instances of the burst in one POST (the most any grouping of
+  the burst's claims could save).
+
+Usage: $NSRS_VENV/bin/python bench/placement_floor.py [--state .stack] [--repeat 5]
+"""
+
+import argparse
+import concurrent.futures
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "conformance"))
+
+import nsrs_helpers as H  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--state", default=str(REPO / ".stack"))
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each shape (median reported)")
+    ap.add_argument("--flavor", default="2,4096,20", help="vcpus,memory_mb,root_gb")
+    args = ap.parse_args()
+
+    conf = H.read_conf(Path(args.state) / "nova.conf")
+    vcpus, mem, disk = (int(x) for x in args.flavor.split(","))
+    want = {"VCPU": vcpus, "MEMORY_MB": mem, "DISK_GB": disk}
+    project, user = uuid.uuid4().hex, uuid.uuid4().hex
+    main_p = H.Placement(conf)
+    # nova 34's question for the flavor (no limit: every provider with room).
+    body = main_p.get("/allocation_candidates",
+                      resources=",".join(f"{rc}:{n}" for rc, n in sorted(want.items())),
+                      root_required="OWNER_NOVA,!COMPUTE_STATUS_DISABLED")
+    summaries = {rp: s["resources"] for rp, s in body["provider_summaries"].items()}
+    # Providers with room for one more instance: each claim gets its own provider, so
+    # no claim waits on another's generation (the schedulers spread too).
+    roomy = [rp for rp, res in summaries.items()
+             if all(res[rc]["capacity"] - res[rc]["used"] >= n for rc, n in want.items())]
+    if len(roomy) < 100:
+        sys.exit(f"only {len(roomy)} providers have room for the flavor; need 100")
+    sessions = [H.Placement(conf) for _ in range(10)]
+
+    def put(p, rp):
+        c = str(uuid.uuid4())
+        r = p.s.put(f"{p.url}/allocations/{c}", timeout=60, json={
+            "allocations": {rp: {"resources": want}}, "project_id": project,
+            "user_id": user, "consumer_generation": None})
+        r.raise_for_status()
+        return [c]
+
+    def post(p, rps):
+        consumers = {str(uuid.uuid4()): rp for rp in rps}
+        body = {c: {"allocations": {rp: {"resources": want}}, "project_id": project,
+                    "user_id": user, "consumer_generation": None}
+                for c, rp in consumers.items()}
+        r = p.s.post(f"{p.url}/allocations", timeout=60, json=body)
+        r.raise_for_status()
+        return list(consumers)
+
+    def free(consumers):
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda c: main_p.delete_allocations(c), consumers))
+
+    def timed(shape):
+        t0 = time.perf_counter()
+        consumers = shape()
+        wall = time.perf_counter() - t0
+        free(consumers)
+        return wall
+
+    def burst(per_caller):
+        def run():
+            with concurrent.futures.ThreadPoolExecutor(10) as pool:
+                parts = pool.map(per_caller, range(10))
+                return [c for part in parts for c in part]
+        return run
+
+    shapes = {
+        "put-1": lambda: put(main_p, roomy[0]),
+        "post-1": lambda: post(main_p, roomy[:1]),
+        "post-10": lambda: post(main_p, roomy[:10]),
+        "burst-put": burst(lambda k: [c for i in range(10)
+                                      for c in put(sessions[k], roomy[10 * k + i])]),
+        "burst-post": burst(lambda k: post(sessions[k], roomy[10 * k:10 * k + 10])),
+        "post-100": lambda: post(main_p, roomy[:100]),
+    }
+    timed(shapes["post-1"])  # warm the connection and Placement's workers
+    out = {}
+    for name, shape in shapes.items():
+        walls = [timed(shape) for _ in range(args.repeat)]
+        out[name] = {"median_ms": round(1000 * statistics.median(walls), 1),
+                     "min_ms": round(1000 * min(walls), 1), "runs": len(walls)}
+        print(f"{name:11s} median {out[name]['median_ms']:8.1f} ms  min {out[name]['min_ms']:8.1f} ms",
+              flush=True)
+    print(json.dumps({"providers": len(summaries), "flavor": want, "shapes": out}))
+
+
+if __name__ == "__main__":
+    main()
