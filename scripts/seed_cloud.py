@@ -432,11 +432,15 @@ class Placement:
                                  json=dict(body, resource_provider_generation=gen), timeout=600)
             if r.status_code == 200:
                 return r.json()["resource_provider_generation"]
-            if r.status_code != 409:
+            # Two workers adding providers to the same new aggregate can deadlock in
+            # Placement's INSERT into placement_aggregates; it answers 500 and wrote
+            # nothing, so the PUT is simply made again.
+            deadlock = r.status_code == 500 and "Deadlock found" in r.text
+            if r.status_code != 409 and not deadlock:
                 raise RuntimeError(f"Placement PUT {path}: {r.status_code} {r.text[:500]}")
             rp = self.call("GET", "/resource_providers/" + path.split("/")[2])
             gen = rp["generation"]
-        raise RuntimeError(f"Placement PUT {path}: generation conflicts did not stop")
+        raise RuntimeError(f"Placement PUT {path}: generation conflicts or deadlocks did not stop")
 
 
 def main():
