@@ -238,12 +238,17 @@ pub async fn run(opts: SimulateOptions) -> i32 {
         let candidates: BTreeMap<String, Value> = model.candidates(&want).into_iter().collect();
         let mut request_hosts: Vec<HostState> = hosts
             .iter()
-            .filter(|h| h.uuid.as_ref().is_some_and(|u| candidates.contains_key(&**u)))
+            .filter(|h| {
+                h.uuid
+                    .as_ref()
+                    .is_some_and(|u| candidates.contains_key(&**u))
+            })
             .cloned()
             .collect();
         for h in &mut request_hosts {
-            h.allocation_candidates =
-                vec![candidates[h.uuid.as_deref().unwrap_or_default()].clone().into()];
+            h.allocation_candidates = vec![candidates[h.uuid.as_deref().unwrap_or_default()]
+                .clone()
+                .into()];
         }
         let uuids: Vec<String> = (0..opts.instances_per_request)
             .map(|i| format!("inst-{r:03}-{i}"))
@@ -272,10 +277,7 @@ pub async fn run(opts: SimulateOptions) -> i32 {
         {
             Ok(out) => {
                 for (uuid, dests) in uuids.iter().zip(&out.destinations) {
-                    let names: Vec<&str> = dests
-                        .iter()
-                        .map(|d| &*out.hosts[d.host].host)
-                        .collect();
+                    let names: Vec<&str> = dests.iter().map(|d| &*out.hosts[d.host].host).collect();
                     println!("request {r}: {uuid} ({vcpus} vCPU, {memory_mb} MB, {root_gb} GB) -> {} (alternates: {})", names[0], names[1..].join(", "));
                     placed += 1;
                 }

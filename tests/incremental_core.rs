@@ -38,7 +38,10 @@ struct Claims {
 
 impl Claimer for Claims {
     async fn claim(&mut self, uuid: &str, host: &HostState, _: &Value) -> Result<bool, ClaimError> {
-        let left = self.capacity.entry(host.host.to_string()).or_insert(usize::MAX);
+        let left = self
+            .capacity
+            .entry(host.host.to_string())
+            .or_insert(usize::MAX);
         if *left == 0 {
             return Ok(false);
         }

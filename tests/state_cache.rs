@@ -402,7 +402,10 @@ async fn type_affinity_filter_sees_instance_flavors() {
         };
         let all: Vec<usize> = (0..states.len()).collect();
         let (kept, _) = chain.run(states, &all, &req);
-        let mut names: Vec<String> = kept.iter().map(|&i| states[i].nodename.to_string()).collect();
+        let mut names: Vec<String> = kept
+            .iter()
+            .map(|&i| states[i].nodename.to_string())
+            .collect();
         names.sort();
         names
     };

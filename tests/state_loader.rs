@@ -267,7 +267,12 @@ async fn by_uuids_across_cells() {
         .expect("host states");
     let mut got: Vec<(String, Option<String>)> = states
         .iter()
-        .map(|h| (h.nodename.to_string(), h.uuid.as_deref().map(str::to_string)))
+        .map(|h| {
+            (
+                h.nodename.to_string(),
+                h.uuid.as_deref().map(str::to_string),
+            )
+        })
         .collect();
     got.sort();
     assert_eq!(

@@ -30,7 +30,10 @@ impl Claimer for FakeClaims {
                 error: "conflict".into(),
             });
         }
-        let left = self.capacity.entry(host.host.to_string()).or_insert(usize::MAX);
+        let left = self
+            .capacity
+            .entry(host.host.to_string())
+            .or_insert(usize::MAX);
         if *left == 0 {
             return Ok(false);
         }
@@ -104,7 +107,11 @@ fn request(uuids: &[&str]) -> ScheduleRequest {
 fn names(out: &ScheduleOutcome) -> Vec<Vec<String>> {
     out.destinations
         .iter()
-        .map(|d| d.iter().map(|x| out.hosts[x.host].host.to_string()).collect())
+        .map(|d| {
+            d.iter()
+                .map(|x| out.hosts[x.host].host.to_string())
+                .collect()
+        })
         .collect()
 }
 

@@ -165,7 +165,8 @@ impl CellCache {
 
     fn upsert_service(&mut self, svc: ServiceRow) {
         if let Some(host) = svc.host.clone() {
-            self.services.insert(host, (svc.id, compute::service_info(&svc)));
+            self.services
+                .insert(host, (svc.id, compute::service_info(&svc)));
         }
     }
 

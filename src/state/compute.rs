@@ -147,7 +147,11 @@ pub(super) fn host_state(
 ) -> HostState {
     let mut state = HostState {
         host: node.host.as_deref().unwrap_or_default().into(),
-        nodename: node.hypervisor_hostname.as_deref().unwrap_or_default().into(),
+        nodename: node
+            .hypervisor_hostname
+            .as_deref()
+            .unwrap_or_default()
+            .into(),
         cell_uuid: cell_uuid.into(),
         aggregates,
         instances,

@@ -24,8 +24,7 @@ impl HostFilter for RetryFilter {
         };
         // nova compares `[host, nodename]` with `[cn.host, cn.hypervisor_hostname]`.
         !tried.iter().any(|(h, node)| {
-            h.as_deref() == Some(&*host.host)
-                && node.as_deref() == Some(&*host.nodename)
+            h.as_deref() == Some(&*host.host) && node.as_deref() == Some(&*host.nodename)
         })
     }
 }

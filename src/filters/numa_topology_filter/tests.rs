@@ -45,7 +45,9 @@ fn host(topology: Option<Value>, cpu: f64, ram: f64, candidates: usize) -> HostS
         numa_topology: topology.map(std::sync::Arc::new),
         cpu_allocation_ratio: cpu,
         ram_allocation_ratio: ram,
-        allocation_candidates: (0..candidates).map(|_| json!({"mappings": {}}).into()).collect(),
+        allocation_candidates: (0..candidates)
+            .map(|_| json!({"mappings": {}}).into())
+            .collect(),
         ..Default::default()
     }
 }
