@@ -358,10 +358,10 @@ impl SchedulerManager {
         let answer = self.encode(&outcome, args.return_objects);
         phases.encode = mark.elapsed();
         let instances = outcome.destinations.len();
-        // Freeing every candidate host's state takes a while at thousands of hosts;
-        // the reply does not wait for it.
+        // Freeing every candidate host's state takes milliseconds at thousands of
+        // hosts; it runs on a blocking thread, off the reply's path.
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if host_count >= 1000 => {
+            Ok(runtime) if host_count >= DROP_OFF_PATH_HOSTS => {
                 runtime.spawn_blocking(move || drop(outcome));
             }
             _ => drop(outcome),
@@ -739,6 +739,10 @@ impl SchedulerManager {
         }
     }
 }
+
+/// From this many host states on, a request's outcome is freed on a blocking thread;
+/// a smaller one is freed in place.
+const DROP_OFF_PATH_HOSTS: usize = 1000;
 
 /// The allocation requests under each provider they allocate from, in Placement's
 /// order. A request naming several providers (sharing or nested) is listed under

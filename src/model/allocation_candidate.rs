@@ -158,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn a_placement_candidate_lists_its_providers_in_key_order() {
+    fn a_placement_candidate_lists_each_of_its_providers_once() {
         let c = AllocationCandidate::from_json(json!({
             "allocations": {"b": {"resources": {"VCPU": 1}}, "a": {"resources": {"DISK_GB": 1}}},
             "mappings": {},
