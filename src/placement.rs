@@ -10,6 +10,7 @@
 //! Tokens and passwords never appear in logs, errors or `Debug` output.
 
 mod auth;
+mod candidates;
 mod client;
 pub mod index;
 pub mod query;
@@ -17,7 +18,8 @@ pub mod request_filters;
 pub mod resource_request;
 
 pub use auth::{PasswordAuth, PlacementAuth};
-pub use client::{AllocationCandidates, BatchClaim, PlacementClient};
+pub use candidates::AllocationCandidates;
+pub use client::{BatchClaim, PlacementClient};
 pub use query::{allocation_candidates_query, encode_query, QueryOptions};
 pub use resource_request::{
     destination_target, resources_from_request_spec, RequestError, ResourceRequest, Target,

@@ -70,6 +70,23 @@ impl AllocationCandidate {
         }
     }
 
+    /// True for the compact form: one root provider, its JSON built on first read.
+    pub fn is_single_provider(&self) -> bool {
+        matches!(self.0, Repr::SingleProvider { .. })
+    }
+
+    /// Both compact, holding the very same resources map.
+    #[cfg(test)]
+    pub(crate) fn shares_resources_with(&self, other: &AllocationCandidate) -> bool {
+        match (&self.0, &other.0) {
+            (
+                Repr::SingleProvider { resources: a, .. },
+                Repr::SingleProvider { resources: b, .. },
+            ) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// The providers the request allocates from, in the JSON's key order.
     pub fn providers(&self) -> Vec<Arc<str>> {
         match &self.0 {

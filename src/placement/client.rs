@@ -4,8 +4,8 @@
 
 use super::auth::{transport_text, truncate, Authenticator, CatalogFilter, Credentials};
 use super::query::encode_query;
+use super::AllocationCandidates;
 use super::{PlacementError, PlacementOptions, CANDIDATES_VERSION, CONSUMER_GENERATION_VERSION};
-use crate::model::AllocationCandidate;
 use reqwest::Method;
 use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,86 +13,6 @@ use std::time::Duration;
 
 /// nova's `@retries`: at most this many claim attempts.
 const CLAIM_ATTEMPTS: u32 = 4;
-
-/// The part of a `GET /allocation_candidates` answer nova uses.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AllocationCandidates {
-    /// Allocation requests in Placement's order (`{"allocations", "mappings"}` at 1.36).
-    pub allocation_requests: Vec<AllocationCandidate>,
-    /// The keys of `provider_summaries`, in Placement's order: nova uses nothing
-    /// else of the summaries, so their bodies are skipped unparsed.
-    pub provider_uuids: Vec<String>,
-}
-
-/// The candidates answer as read off the wire: the allocation requests as JSON
-/// (they go back to Placement and into Selections), the summaries' keys only.
-#[derive(serde::Deserialize)]
-struct CandidatesBody {
-    allocation_requests: Vec<Value>,
-    #[serde(deserialize_with = "object_keys")]
-    provider_summaries: Vec<String>,
-}
-
-/// A JSON object's keys, its values skipped (`IgnoredAny`, no allocation).
-fn object_keys<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    struct Keys;
-    impl<'de> serde::de::Visitor<'de> for Keys {
-        type Value = Vec<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a provider_summaries dict")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut keys = Vec::with_capacity(map.size_hint().unwrap_or(0));
-            while let Some(key) = map.next_key::<String>()? {
-                map.next_value::<serde::de::IgnoredAny>()?;
-                keys.push(key);
-            }
-            Ok(keys)
-        }
-    }
-    d.deserialize_map(Keys)
-}
-
-impl AllocationCandidates {
-    /// Parses a `GET /allocation_candidates` body.
-    pub fn from_json(body: &str) -> Result<Self, PlacementError> {
-        let what = "GET /allocation_candidates";
-        let parsed: CandidatesBody = serde_json::from_str(body).map_err(|e| {
-            if e.is_data() {
-                bad(
-                    what,
-                    &format!("no allocation_requests list or provider_summaries dict: {e}"),
-                )
-            } else {
-                bad(what, &format!("invalid JSON: {e}"))
-            }
-        })?;
-        Ok(AllocationCandidates {
-            allocation_requests: parsed
-                .allocation_requests
-                .into_iter()
-                .map(AllocationCandidate::from_json)
-                .collect(),
-            provider_uuids: parsed.provider_summaries,
-        })
-    }
-
-    /// nova's merge of the fallback (VCPU) answer into the first: requests appended,
-    /// summaries `dict.update`d (a known key keeps its place).
-    pub fn merge(&mut self, more: AllocationCandidates) {
-        self.allocation_requests.extend(more.allocation_requests);
-        let known: std::collections::HashSet<String> =
-            self.provider_uuids.iter().cloned().collect();
-        self.provider_uuids.extend(
-            more.provider_uuids
-                .into_iter()
-                .filter(|u| !known.contains(u)),
-        );
-    }
-}
 
 /// A reused HTTP client for Placement.
 pub struct PlacementClient {
