@@ -76,6 +76,14 @@ pub trait HostFilter: Send + Sync {
         false
     }
 
+    /// True when, for this request, every host passes whatever its state: nova
+    /// would call `host_passes` on each and get `True` without the host being read.
+    /// The chain then keeps every host without asking. Only for filters that write
+    /// nothing to the host (the default [`filter_host`](Self::filter_host)).
+    fn passes_every_host(&self, _req: &FilterRequest<'_>) -> bool {
+        false
+    }
+
     /// True when, for this request, the verdict on a host depends only on that
     /// host's state and on the parts of the request that stay the same between
     /// its instances (not `instance_uuid`, `instance_group.hosts`, `numa_topology`

@@ -120,7 +120,8 @@ impl FilterChain {
                 continue;
             }
             let start = current.len();
-            let skip = req.is_rebuild && !filter.run_on_rebuild();
+            let skip =
+                (req.is_rebuild && !filter.run_on_rebuild()) || filter.passes_every_host(req);
             let stable = after.is_some() && filter.stable_within_request(req.spec);
             if !skip && stable {
                 // Only the consumed host can change its verdict.

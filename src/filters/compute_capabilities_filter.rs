@@ -193,6 +193,11 @@ impl HostFilter for ComputeCapabilitiesFilter {
         }
     }
 
+    /// No extra spec that reads the host: nova's loop skips every key.
+    fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
+        !has_host_dependent_specs(&req.spec.flavor)
+    }
+
     fn once_per_request(&self) -> bool {
         true
     }

@@ -23,28 +23,11 @@ impl ImagePropertiesFilter {
 
     /// nova's `_instance_supported`; `Err` where nova raises.
     pub fn check(&self, host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
-        let empty = Map::new();
-        let props = spec.image.as_ref().map_or(&empty, |i| &i.properties);
-        // nova's typed fields validate these when the request is deserialized (an
-        // invalid one never reaches the filter: the call fails); check them up front.
-        let predicate = match prop_str(props, "img_hv_requested_version")? {
-            Some(p) => Some(pep440::VersionPredicate::parse(p)?),
-            None => None,
-        };
-        let maxphysaddr_bits = prop_int(props, "hw_maxphysaddr_bits")?;
-        let arch = match prop_str(props, "hw_architecture")? {
-            Some(a) => Some(a),
-            None => self.default_architecture.as_deref(),
-        };
-        let checked = [
-            arch.map(canonical_architecture).transpose()?,
-            prop_str(props, "img_hv_type")?
-                .map(canonical_hv_type)
-                .transpose()?,
-            prop_str(props, "hw_vm_mode")?
-                .map(canonical_vm_mode)
-                .transpose()?,
-        ];
+        let Requested {
+            predicate,
+            maxphysaddr_bits,
+            checked,
+        } = self.requested(spec)?;
         // Supported if no compute-related property is requested.
         if checked.iter().all(Option::is_none) {
             return Ok(true);
@@ -73,6 +56,45 @@ impl ImagePropertiesFilter {
                "Instance contains properties that are not provided by the compute node supported_instances or hypervisor version do not match");
         Ok(false)
     }
+
+    /// The image's compute-related properties, canonical, read once per call.
+    /// nova's typed fields validate these when the request is deserialized (an
+    /// invalid one never reaches the filter: the call fails); they are checked up front.
+    fn requested(&self, spec: &RequestSpec) -> Result<Requested, PyError> {
+        let empty = Map::new();
+        let props = spec.image.as_ref().map_or(&empty, |i| &i.properties);
+        let predicate = match prop_str(props, "img_hv_requested_version")? {
+            Some(p) => Some(pep440::VersionPredicate::parse(p)?),
+            None => None,
+        };
+        let maxphysaddr_bits = prop_int(props, "hw_maxphysaddr_bits")?;
+        let arch = match prop_str(props, "hw_architecture")? {
+            Some(a) => Some(a),
+            None => self.default_architecture.as_deref(),
+        };
+        let checked = [
+            arch.map(canonical_architecture).transpose()?,
+            prop_str(props, "img_hv_type")?
+                .map(canonical_hv_type)
+                .transpose()?,
+            prop_str(props, "hw_vm_mode")?
+                .map(canonical_vm_mode)
+                .transpose()?,
+        ];
+        Ok(Requested {
+            predicate,
+            maxphysaddr_bits,
+            checked,
+        })
+    }
+}
+
+/// What the image asks of a host.
+struct Requested {
+    predicate: Option<pep440::VersionPredicate>,
+    maxphysaddr_bits: Option<i64>,
+    /// Architecture, hypervisor type, VM mode.
+    checked: [Option<String>; 3],
 }
 
 impl HostFilter for ImagePropertiesFilter {
@@ -86,6 +108,13 @@ impl HostFilter for ImagePropertiesFilter {
             warn!(host = %host.host, error = %e, "ImagePropertiesFilter: nova raises here; host fails");
             false
         })
+    }
+
+    /// No compute-related property requested (and none invalid): nova's
+    /// `_instance_supported` is `True` before it looks at the host.
+    fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
+        self.requested(req.spec)
+            .is_ok_and(|r| r.checked.iter().all(Option::is_none))
     }
 
     fn run_on_rebuild(&self) -> bool {

@@ -36,6 +36,14 @@ impl HostFilter for ServerGroupAffinityFilter {
     }
     // Runs for every instance; not on rebuild.
 
+    /// No `affinity` group, or one with no hosts yet: `host_passes` is `True`
+    /// before it reads the host.
+    fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
+        req.spec.instance_group.as_ref().map_or(true, |g| {
+            !g.policies.iter().any(|p| p == "affinity") || g.hosts.is_empty()
+        })
+    }
+
     /// Without an `affinity` group every host passes; with one, the verdict reads
     /// `group.hosts`, which grows with each instance placed.
     fn stable_within_request(&self, spec: &RequestSpec) -> bool {

@@ -75,6 +75,14 @@ impl HostFilter for ServerGroupAntiAffinityFilter {
     }
     // Runs for every instance: the scheduler records each placed member on its host.
 
+    /// No `anti-affinity` group: `check` is `Ok(true)` before it reads the host.
+    fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
+        req.spec
+            .instance_group
+            .as_ref()
+            .map_or(true, |g| g.policy.as_deref() != Some("anti-affinity"))
+    }
+
     /// Without an `anti-affinity` group every host passes; with one, the verdict
     /// reads the instance uuid, which changes between instances.
     fn stable_within_request(&self, spec: &RequestSpec) -> bool {
