@@ -5,14 +5,15 @@
 use crate::model::Aggregate;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Aggregates by id and, per host name, the ids of its aggregates.
 #[derive(Default)]
 pub(super) struct AggregateCache {
     by_id: BTreeMap<i64, Arc<Aggregate>>,
-    by_host: HashMap<String, BTreeSet<i64>>,
+    /// Fx-hashed: looked up for every candidate host of every request.
+    by_host: rustc_hash::FxHashMap<String, BTreeSet<i64>>,
 }
 
 impl AggregateCache {

@@ -26,6 +26,7 @@ use super::{read, write, HostStateStore, StateError};
 use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
 use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
 use futures_util::future::join_all;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
@@ -90,14 +91,16 @@ struct CachedNode {
 struct CellCache {
     /// The row's id and the `ServiceInfo` every request's host states carry, built
     /// once per row.
-    services: HashMap<String, (i64, ServiceInfo)>,
+    // Fx-hashed: every request looks up each candidate in several of these maps, and
+    // their keys (host names, uuids) come from the cell database, not from users.
+    services: FxHashMap<String, (i64, ServiceInfo)>,
     /// Compute nodes by id: the order of nova's `ComputeNodeList.get_all`.
     nodes: BTreeMap<i64, CachedNode>,
-    node_by_uuid: HashMap<String, i64>,
-    instance_host: HashMap<String, String>,
-    instances_by_host: HashMap<String, Arc<BTreeSet<String>>>,
+    node_by_uuid: FxHashMap<String, i64>,
+    instance_host: FxHashMap<String, String>,
+    instances_by_host: FxHashMap<String, Arc<BTreeSet<String>>>,
     /// The flavor id of each instance of `instances_by_host` whose flavor is known.
-    flavors_by_host: HashMap<String, Arc<InstanceFlavorIds>>,
+    flavors_by_host: FxHashMap<String, Arc<InstanceFlavorIds>>,
     watermark: Option<NaiveDateTime>,
     last_full: Option<Instant>,
 }
@@ -698,8 +701,10 @@ impl HostStateCache {
             .retain_consumption
             .then_some((now, self.opts.consumption_ttl));
         let aggregates = read(&self.store.aggregates);
-        let mut seen: HashSet<(Arc<str>, Arc<str>)> =
-            HashSet::with_capacity(uuids.map_or(0, <[String]>::len));
+        let mut seen: FxHashSet<(Arc<str>, Arc<str>)> = FxHashSet::with_capacity_and_hasher(
+            uuids.map_or(0, <[String]>::len),
+            Default::default(),
+        );
         let mut states = Vec::with_capacity(uuids.map_or(0, <[String]>::len));
         for (db, wanted_ids) in selected.iter().zip(ids_by_cell) {
             let Some(cache) = self.cell(&db.cell.uuid) else {
