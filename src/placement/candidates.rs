@@ -134,28 +134,28 @@ fn candidate(
 /// next one asks for the same (in a boot answer: all of them).
 #[derive(Default)]
 struct SharedResources {
-    last: Option<(Vec<(String, u64)>, Arc<Map<String, Value>>)>,
+    last: Option<Arc<Map<String, Value>>>,
 }
 
 impl SharedResources {
     fn get(&mut self, wanted: &[(&str, u64)]) -> Arc<Map<String, Value>> {
-        if let Some((names, map)) = &self.last {
-            let same = names.len() == wanted.len()
-                && names
+        if let Some(map) = &self.last {
+            let same = map.len() == wanted.len()
+                && map
                     .iter()
                     .zip(wanted)
-                    .all(|((n, a), (m, b))| n == m && a == b);
+                    .all(|((n, a), (m, b))| n == m && a.as_u64() == Some(*b));
             if same {
                 return Arc::clone(map);
             }
         }
-        let map: Map<String, Value> = wanted
-            .iter()
-            .map(|(rc, amount)| (rc.to_string(), Value::from(*amount)))
-            .collect();
-        let map = Arc::new(map);
-        let names = wanted.iter().map(|(rc, a)| (rc.to_string(), *a)).collect();
-        self.last = Some((names, Arc::clone(&map)));
+        let map: Arc<Map<String, Value>> = Arc::new(
+            wanted
+                .iter()
+                .map(|(rc, amount)| (rc.to_string(), Value::from(*amount)))
+                .collect(),
+        );
+        self.last = Some(Arc::clone(&map));
         map
     }
 }
