@@ -28,6 +28,7 @@ use nova_scheduler::placement::index::candidates::provider_summary;
 use nova_scheduler::placement::index::{
     local_candidates, IndexLoader, LiveIndex, LocalRequest, ProviderIndex,
 };
+use nova_scheduler::placement::AllocationCandidates;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
@@ -529,6 +530,85 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Placement's whole answer to `params`: the client keeps only what nova uses of
+/// the summaries (their keys), the comparison wants their bodies too.
+async fn ask(client: &Api, params: &[(String, String)]) -> Result<Value, String> {
+    let query: String = params
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                percent_encoding::utf8_percent_encode(k, percent_encoding::NON_ALPHANUMERIC),
+                percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&");
+    let (status, remote) = client
+        .call(
+            reqwest::Method::GET,
+            &format!("/allocation_candidates?{query}"),
+            None,
+        )
+        .await;
+    if status == 200 {
+        Ok(remote)
+    } else {
+        Err(format!("HTTP {status}: {remote}"))
+    }
+}
+
+/// With `limit`, Placement keeps as many candidates as the local search, each one
+/// of the unlimited answer (`full`, already compared with Placement's); the local
+/// search keeps the first matches in provider id order.
+fn check_limited(
+    index: &ProviderIndex,
+    params: &[(String, String)],
+    full: &AllocationCandidates,
+    remote: Result<Value, String>,
+) -> bool {
+    let remote = remote.unwrap_or_else(|e| panic!("{params:?}: {e}"));
+    let req = LocalRequest::from_params(params)
+        .unwrap_or_else(|e| panic!("{params:?} should be supported: {e}"));
+    let limit = req.limit.expect("limit") as usize;
+    let local = local_candidates(index, &req)
+        .unwrap_or_else(|e| panic!("{params:?} should be answered locally: {e}"));
+    let remote_requests = normal(&remote).0;
+    assert_eq!(
+        local.allocation_requests.len(),
+        remote_requests.len(),
+        "candidate count differs for {params:?}"
+    );
+    assert_eq!(
+        local.allocation_requests.len(),
+        full.allocation_requests.len().min(limit)
+    );
+    let mut full_ids: Vec<i64> = full
+        .provider_uuids
+        .iter()
+        .map(|u| index.by_uuid[u])
+        .collect();
+    full_ids.sort_unstable();
+    let local_ids: Vec<i64> = local
+        .provider_uuids
+        .iter()
+        .map(|u| index.by_uuid[u])
+        .collect();
+    assert_eq!(
+        local_ids,
+        full_ids[..local_ids.len()],
+        "not the first matches for {params:?}"
+    );
+    let full_json = normal(&json!({"allocation_requests": full.allocation_requests})).0;
+    let local_json = normal(&json!({"allocation_requests": local.allocation_requests})).0;
+    assert!(local_json.is_subset(&full_json), "{params:?}");
+    assert!(
+        remote_requests.is_subset(&full_json),
+        "Placement's limited answer, {params:?}"
+    );
+    full.allocation_requests.len() > limit
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_candidates_equal_placement() {
     placement_server::set_workers(WORKERS);
@@ -550,7 +630,7 @@ async fn local_candidates_equal_placement() {
         .expect("index load");
     let fresh_loader = IndexLoader::connect(&db_url).await.expect("placement db");
 
-    let (mut nonempty, mut total_candidates) = (0usize, 0usize);
+    let (mut nonempty, mut total_candidates, mut truncated) = (0usize, 0usize, 0usize);
     let per_round = cases.div_ceil(ROUNDS);
     let mut done = 0;
     for round in 0..ROUNDS {
@@ -570,53 +650,41 @@ async fn local_candidates_equal_placement() {
         }
         let index = live.snapshot();
         let n = per_round.min(cases - done);
-        let shapes: Vec<Vec<(String, String)>> =
-            (0..n).map(|_| request(&mut rng, &world)).collect();
+        // One request in three is also asked with a small `limit`.
+        let shapes: Vec<(Vec<(String, String)>, Option<u32>)> = (0..n)
+            .map(|_| {
+                let params = request(&mut rng, &world);
+                let limit = (rng.random_range(0..3) == 0).then(|| rng.random_range(1..=4));
+                (params, limit)
+            })
+            .collect();
         let client = &api;
         let answers: Vec<_> =
-            futures_util::stream::iter(shapes.into_iter().map(|params| async move {
-                // Placement's whole answer: the client keeps only what nova uses of
-                // the summaries (their keys), the comparison wants their bodies too.
-                let query: String = params
-                    .iter()
-                    .map(|(k, v)| {
-                        format!(
-                            "{}={}",
-                            percent_encoding::utf8_percent_encode(
-                                k,
-                                percent_encoding::NON_ALPHANUMERIC
-                            ),
-                            percent_encoding::utf8_percent_encode(
-                                v,
-                                percent_encoding::NON_ALPHANUMERIC
-                            )
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("&");
-                let (status, remote) = client
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/allocation_candidates?{query}"),
-                        None,
-                    )
-                    .await;
-                let remote = if status == 200 {
-                    Ok(remote)
-                } else {
-                    Err(format!("HTTP {status}: {remote}"))
+            futures_util::stream::iter(shapes.into_iter().map(|(params, limit)| async move {
+                let remote = ask(client, &params).await;
+                let limited = match limit {
+                    Some(k) => {
+                        let mut with_limit = params.clone();
+                        with_limit.push(("limit".to_string(), k.to_string()));
+                        Some((with_limit.clone(), ask(client, &with_limit).await))
+                    }
+                    None => None,
                 };
-                (params, remote)
+                (params, remote, limited)
             }))
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
-        for (params, remote) in answers {
+        for (params, remote, limited) in answers {
             let remote = remote.unwrap_or_else(|e| panic!("{params:?}: {e}"));
             let req = LocalRequest::from_params(&params)
                 .unwrap_or_else(|e| panic!("{params:?} should be supported: {e}"));
             let local = local_candidates(&index, &req)
                 .unwrap_or_else(|e| panic!("{params:?} should be answered locally: {e}"));
+            if let Some((with_limit, remote_limited)) = limited {
+                truncated +=
+                    usize::from(check_limited(&index, &with_limit, &local, remote_limited));
+            }
             let local_summaries: serde_json::Map<String, Value> = local
                 .provider_uuids
                 .iter()
@@ -638,10 +706,14 @@ async fn local_candidates_equal_placement() {
         }
     }
     eprintln!(
-        "{done} cases ({nonempty} with candidates, {total_candidates} candidates) in {:?}",
+        "{done} cases ({nonempty} with candidates, {total_candidates} candidates, {truncated} truncated by a limit) in {:?}",
         started.elapsed()
     );
     assert!(done >= cases);
+    assert!(
+        truncated > done / 20,
+        "{truncated} of {done} truncated by a limit"
+    );
     // The generator must exercise both outcomes.
     assert!(
         nonempty > done / 10 && nonempty < done,

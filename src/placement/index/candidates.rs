@@ -130,11 +130,18 @@ impl Resolved {
     }
 }
 
-/// Every allocation candidate Placement would return for `req` without a `limit`
-/// (the local search never truncates), or why it must be asked instead: provider
-/// trees or sharing providers exist, or the request names something the index does
-/// not know (Placement answers 400 to unknown classes and traits; an unknown
-/// `in_tree` may be a provider newer than the index).
+/// The allocation candidates Placement would return for `req`, or why it must be
+/// asked instead: provider trees or sharing providers exist, or the request names
+/// something the index does not know (Placement answers 400 to unknown classes and
+/// traits; an unknown `in_tree` may be a provider newer than the index).
+///
+/// With `limit`, the first `limit` matching providers in provider id order. Placement
+/// also keeps the first `limit` of its list when `randomize_allocation_candidates` is
+/// off, but its list is in the order of Python sets of its request objects (their
+/// hash, seeded per process), which no other process can reproduce; any `limit` of
+/// the matches is as much Placement's answer as another. Truncating matters: nova
+/// weighs only what Placement returned (`max_placement_results`, 1000 by default),
+/// and so does the scheduler on this path.
 pub fn local_candidates(
     index: &ProviderIndex,
     req: &LocalRequest,
@@ -154,7 +161,11 @@ pub fn local_candidates(
     }
     let resources = Arc::new(resources);
     let mut found = AllocationCandidates::default();
+    let limit = req.limit.map_or(usize::MAX, |n| n as usize);
     for p in index.providers.values() {
+        if found.allocation_requests.len() >= limit {
+            break;
+        }
         if !resolved.matches(index, p) {
             continue;
         }

@@ -22,7 +22,8 @@ pub struct LocalRequest {
     pub in_tree: Option<String>,
     pub root_required: BTreeSet<String>,
     pub root_forbidden: BTreeSet<String>,
-    /// `limit`: ignored by the local search (every candidate is returned).
+    /// `limit` (nova's `max_placement_results`): at most this many candidates are
+    /// returned, as Placement truncates its list.
     pub limit: Option<u32>,
 }
 

@@ -130,6 +130,36 @@ fn unsupported_shapes_and_worlds() {
 }
 
 #[test]
+fn limit_keeps_the_first_matches_in_provider_id_order() {
+    let mut index = index();
+    let c = "00000000-0000-0000-0000-00000000000c";
+    index.upsert(Provider {
+        id: 3,
+        uuid: c.into(),
+        root_id: 3,
+        inventories: BTreeMap::from([(0, inv(10, 1.0))]),
+        ..Provider::default()
+    });
+    let all = [("resources", "VCPU:1")];
+    assert_eq!(hosts(&index, &all), vec![A, B, c]);
+    let first =
+        local_candidates(&index, &params(&[("resources", "VCPU:1"), ("limit", "2")])).unwrap();
+    assert_eq!(first.provider_uuids, vec![A, B]);
+    assert_eq!(first.allocation_requests.len(), 2);
+    // The limit counts matches, not providers looked at.
+    let without_x = [
+        ("resources", "VCPU:1"),
+        ("required", "!HW_X"),
+        ("limit", "1"),
+    ];
+    assert_eq!(hosts(&index, &without_x), vec![A]);
+    index.providers.get_mut(&1).unwrap().traits.insert(2);
+    assert_eq!(hosts(&index, &without_x), vec![c]);
+    let beyond = [("resources", "VCPU:1"), ("limit", "1000")];
+    assert_eq!(hosts(&index, &beyond), vec![A, B, c]);
+}
+
+#[test]
 fn claims_count_until_refresh() {
     let mut index = index();
     assert!(index.apply_claim(&[(A.to_string(), vec![("VCPU".to_string(), 6)])]));
