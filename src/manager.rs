@@ -31,8 +31,8 @@ use crate::state::{Consumption, HostStateCache, HostStateStore};
 use chrono::Utc;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -179,7 +179,7 @@ impl SchedulerManager {
             .map(str::to_string);
 
         // Steps 3–4: prefilters, Placement query, candidates indexed by provider.
-        let mut candidates_by_rp: Option<HashMap<Arc<str>, Vec<AllocationCandidate>>> = None;
+        let mut candidates_by_rp: Option<CandidatesByProvider> = None;
         let mut compute_uuids: Option<Vec<String>> = None;
         // With the index, the spec as the candidates question starts from: a batched
         // request whose claim is refused asks again (see `schedule_batched`).
@@ -402,7 +402,7 @@ impl SchedulerManager {
         uuids: Option<&[String]>,
         cell: Option<&str>,
         now: chrono::DateTime<Utc>,
-        candidates_by_rp: Option<HashMap<Arc<str>, Vec<AllocationCandidate>>>,
+        candidates_by_rp: Option<CandidatesByProvider>,
     ) -> Result<Vec<HostState>, RemoteError> {
         let hosts = match &self.cache {
             Some(cache) => cache.host_states(uuids, cell, now).await,
@@ -744,14 +744,19 @@ impl SchedulerManager {
 /// a smaller one is freed in place.
 const DROP_OFF_PATH_HOSTS: usize = 1000;
 
+/// A request's allocation requests by provider uuid. Fx-hashed: it is built and
+/// read once per candidate on every request, and its keys are provider uuids from
+/// Placement, not from users.
+type CandidatesByProvider = FxHashMap<Arc<str>, Vec<AllocationCandidate>>;
+
 /// The allocation requests under each provider they allocate from, in Placement's
 /// order. A request naming several providers (sharing or nested) is listed under
 /// each; only those are copied.
-fn index_by_provider(
-    allocation_requests: Vec<AllocationCandidate>,
-) -> HashMap<Arc<str>, Vec<AllocationCandidate>> {
-    let mut index: HashMap<Arc<str>, Vec<AllocationCandidate>> =
-        HashMap::with_capacity(allocation_requests.len());
+fn index_by_provider(allocation_requests: Vec<AllocationCandidate>) -> CandidatesByProvider {
+    let mut index = CandidatesByProvider::with_capacity_and_hasher(
+        allocation_requests.len(),
+        Default::default(),
+    );
     for ar in allocation_requests {
         let providers = ar.providers();
         let Some((last, others)) = providers.split_last() else {
