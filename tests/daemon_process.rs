@@ -14,6 +14,8 @@
 
 #[path = "common/notification_check.rs"]
 mod check;
+#[path = "common/daemon_proc.rs"]
+mod daemon_proc;
 #[path = "common/nova_schema.rs"]
 mod nova_schema;
 #[path = "common/placement_server.rs"]
@@ -21,8 +23,11 @@ mod placement_server;
 #[path = "common/venv.rs"]
 mod venv;
 
+use daemon_proc::{
+    nova_client, nova_conf_on, own_vhost, placement_section, rabbitmqctl, seed_cloud, Daemon,
+};
 use std::io::{BufRead, BufReader, Read as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,19 +60,6 @@ from oslo_serialization import jsonutils
 print(jsonutils.dumps({"host": sel[0][0].service_host, "spec": sent,
                        "context": ctxt.to_dict(), "instance_uuid": uuids[-1]}))
 "#;
-
-fn rabbitmqctl(args: &[&str]) -> String {
-    let out = Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl");
-    assert!(
-        out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already"),
-        "rabbitmqctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A TCP proxy in front of Placement that, while `hold` is set, delays every request
 /// for allocation candidates by `delay` and reports it on `seen`.
@@ -139,61 +131,8 @@ async fn slow_placement(upstream: &str, delay: Duration) -> SlowPlacement {
     }
 }
 
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn start_daemon(conf: &Path, log: PathBuf) -> Daemon {
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
-        .arg("--config-file")
-        .arg(conf)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file)
-        .spawn()
-        .expect("start the daemon");
-    let daemon = Daemon { child, log };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = daemon.log_text();
-        if text.contains("scheduler ready") {
-            return daemon;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "daemon not ready in 60 s:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn select(venv: &Path, client_conf: &Path) -> Value {
-    let out = Command::new(venv.join("bin/python"))
-        .arg("-c")
-        .arg(CLIENT)
-        .arg(client_conf)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance"))
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .output()
-        .expect("python client");
+    let out = nova_client(venv, CLIENT, client_conf, &[]);
     assert!(
         out.status.success(),
         "select_destinations failed: {}",
@@ -259,21 +198,8 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
     let placement = placement_server::url().await;
     let proxy = slow_placement(placement, Duration::from_secs(3)).await;
     let vhost = prefix.clone();
-    rabbitmqctl(&["add_vhost", &vhost]);
-    rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
-    let transport = format!("rabbit://guest:guest@127.0.0.1:5672/{vhost}");
-
-    let base = std::fs::read_to_string(dir.join("nova.conf")).expect("nova.conf");
-    let base = base.replace(
-        "transport_url = rabbit://guest:guest@127.0.0.1:5672/",
-        &format!("transport_url = {transport}"),
-    );
-    let placement_section = |url: &str| {
-        format!(
-            "\n[placement]\nauth_type = admin_token\ntoken = admin\n\
-             endpoint = {url}\nendpoint_override = {url}\n"
-        )
-    };
+    let transport = own_vhost(&vhost);
+    let base = nova_conf_on(&dir, &transport);
     let client_conf = dir.join("client.conf");
     std::fs::write(
         &client_conf,
@@ -294,23 +220,7 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
         ),
     )
     .unwrap();
-    let out = Command::new(venv.join("bin/python"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scripts/seed_cloud.py"
-        ))
-        .args(["--config-file", &client_conf.to_string_lossy()])
-        .args(["--state-dir", &dir.to_string_lossy()])
-        .args(["--hosts", "3", "--cells", "1", "--big-hosts", "0"])
-        .args(["--disabled-hosts", "0", "--seed", "7"])
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .output()
-        .expect("seed_cloud.py");
-    assert!(
-        out.status.success(),
-        "seeding: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    seed_cloud(&venv, &client_conf, &dir, 3, 7);
     let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
         .await
         .unwrap();
@@ -321,7 +231,8 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
     .unwrap();
 
     let listener = start_listener(&venv, &client_conf, 8);
-    let mut daemon = start_daemon(&daemon_conf, dir.join("daemon.log"));
+    let mut daemon = Daemon::start(&daemon_conf, dir.join("daemon.log"), &[]);
+    daemon.wait_ready();
     let fanout_queue = daemon
         .log_text()
         .lines()

@@ -13,6 +13,8 @@
 //! partial claim). Both daemons must have answered from the index (no fallback)
 //! and claimed each request with one `POST /allocations` (batched claims).
 
+#[path = "common/daemon_proc.rs"]
+mod daemon_proc;
 #[path = "common/nova_schema.rs"]
 mod nova_schema;
 #[path = "common/placement_server.rs"]
@@ -20,12 +22,10 @@ mod placement_server;
 #[path = "common/venv.rs"]
 mod venv;
 
+use daemon_proc::{nova_client, nova_conf_on, own_vhost, placement_section, seed_cloud, Daemon};
 use serde_json::Value;
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Executor};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const REQUESTS: usize = 48;
 
@@ -56,60 +56,6 @@ with concurrent.futures.ThreadPoolExecutor(8) as pool:
 print(json.dumps(results))
 "#;
 
-fn rabbitmqctl(args: &[&str]) {
-    let out = Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl");
-    assert!(
-        out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already"),
-        "rabbitmqctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_daemon(conf: &Path, host: &str, log: PathBuf) -> Daemon {
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
-        .arg("--config-file")
-        .arg(conf)
-        .env("RUST_LOG", "info")
-        .env("OS_DEFAULT__HOST", host)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file)
-        .spawn()
-        .expect("start the daemon");
-    Daemon { child, log }
-}
-
-fn wait_ready(daemon: &Daemon) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(&daemon.log).unwrap_or_default();
-        if text.contains("scheduler ready") {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "daemon not ready in 60 s:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 async fn get(http: &reqwest::Client, url: &str, path: &str) -> Value {
     let resp = http
         .get(format!("{url}{path}"))
@@ -130,38 +76,15 @@ async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
         .await
         .expect("nova-manage schema");
     let placement = placement_server::url().await;
-    let vhost = prefix.clone();
-    rabbitmqctl(&["add_vhost", &vhost]);
-    rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
-    let transport = format!("rabbit://guest:guest@127.0.0.1:5672/{vhost}");
-    let base = std::fs::read_to_string(dir.join("nova.conf")).expect("nova.conf");
-    let base = base.replace(
-        "transport_url = rabbit://guest:guest@127.0.0.1:5672/",
-        &format!("transport_url = {transport}"),
-    );
+    let transport = own_vhost(&prefix);
     let common = format!(
-        "{base}\n[placement]\nauth_type = admin_token\ntoken = admin\n\
-         endpoint = {placement}\nendpoint_override = {placement}\n"
+        "{}{}",
+        nova_conf_on(&dir, &transport),
+        placement_section(placement)
     );
     let client_conf = dir.join("client.conf");
     std::fs::write(&client_conf, &common).expect("client.conf");
-    let out = Command::new(venv.join("bin/python"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scripts/seed_cloud.py"
-        ))
-        .args(["--config-file", &client_conf.to_string_lossy()])
-        .args(["--state-dir", &dir.to_string_lossy()])
-        .args(["--hosts", "4", "--cells", "1", "--big-hosts", "0"])
-        .args(["--disabled-hosts", "0", "--seed", "11"])
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .output()
-        .expect("seed_cloud.py");
-    assert!(
-        out.status.success(),
-        "seeding failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    seed_cloud(&venv, &client_conf, &dir, 4, 11);
     let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
         .await
         .expect("cell db");
@@ -181,23 +104,23 @@ async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
     )
     .expect("daemon conf");
     let daemons = [
-        start_daemon(&conf, "sched-a", dir.join("daemon-a.log")),
-        start_daemon(&conf, "sched-b", dir.join("daemon-b.log")),
+        Daemon::start(
+            &conf,
+            dir.join("daemon-a.log"),
+            &[("OS_DEFAULT__HOST", "sched-a")],
+        ),
+        Daemon::start(
+            &conf,
+            dir.join("daemon-b.log"),
+            &[("OS_DEFAULT__HOST", "sched-b")],
+        ),
     ];
     for d in &daemons {
-        let text = wait_ready(d);
+        let text = d.wait_ready();
         assert!(text.contains("placement fast path on"), "{text}");
     }
 
-    let out = Command::new(venv.join("bin/python"))
-        .arg("-c")
-        .arg(CLIENT)
-        .arg(&client_conf)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance"))
-        .arg(REQUESTS.to_string())
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .output()
-        .expect("python client");
+    let out = nova_client(&venv, CLIENT, &client_conf, &[REQUESTS.to_string()]);
     assert!(
         out.status.success(),
         "a request was not answered with a placement or NoValidHost: {}",

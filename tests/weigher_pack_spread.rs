@@ -7,6 +7,8 @@
 //! where to boot. Spread must pick the host with the most free RAM, pack the one
 //! with the least, and the two answers differ.
 
+#[path = "common/daemon_proc.rs"]
+mod daemon_proc;
 #[path = "common/nova_schema.rs"]
 mod nova_schema;
 #[path = "common/placement_server.rs"]
@@ -14,11 +16,10 @@ mod placement_server;
 #[path = "common/venv.rs"]
 mod venv;
 
+use daemon_proc::{nova_client, nova_conf_on, own_vhost, placement_section, seed_cloud, Daemon};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Executor, Row};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 /// nova's SchedulerAPI client: one single-instance boot request, prints the host.
 const CLIENT: &str = r#"
@@ -36,65 +37,8 @@ sel = rpcapi.SchedulerAPI().select_destinations(
 print(sel[0][0].service_host)
 "#;
 
-fn rabbitmqctl(args: &[&str]) {
-    let out = Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl");
-    assert!(
-        out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already"),
-        "rabbitmqctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_daemon(conf: &Path, log: PathBuf) -> Daemon {
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
-        .arg("--config-file")
-        .arg(conf)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(file.try_clone().expect("log file"))
-        .stderr(file)
-        .spawn()
-        .expect("start the daemon");
-    let daemon = Daemon { child, log };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(&daemon.log).unwrap_or_default();
-        if text.contains("scheduler ready") {
-            return daemon;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "daemon not ready in 60 s:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 fn pick_host(venv: &Path, client_conf: &Path) -> String {
-    let out = Command::new(venv.join("bin/python"))
-        .arg("-c")
-        .arg(CLIENT)
-        .arg(client_conf)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/conformance"))
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .output()
-        .expect("python client");
+    let out = nova_client(venv, CLIENT, client_conf, &[]);
     assert!(
         out.status.success(),
         "select_destinations failed: {}",
@@ -111,41 +55,17 @@ async fn ram_multiplier_sign_turns_spread_into_pack() {
         .await
         .expect("nova-manage schema");
     let placement = placement_server::url().await;
-    let vhost = prefix.clone();
-    rabbitmqctl(&["add_vhost", &vhost]);
-    rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
-    let transport = format!("rabbit://guest:guest@127.0.0.1:5672/{vhost}");
-
+    let transport = own_vhost(&prefix);
     // nova.conf of the schema + Placement: what seed_cloud.py, the client and the
     // daemon read (each daemon run adds its [filter_scheduler] below).
-    let base = std::fs::read_to_string(dir.join("nova.conf")).expect("nova.conf");
-    let base = base.replace(
-        "transport_url = rabbit://guest:guest@127.0.0.1:5672/",
-        &format!("transport_url = {transport}"),
-    );
     let common = format!(
-        "{base}\n[placement]\nauth_type = admin_token\ntoken = admin\n\
-         endpoint = {placement}\nendpoint_override = {placement}\n"
+        "{}{}",
+        nova_conf_on(&dir, &transport),
+        placement_section(placement)
     );
     let client_conf = dir.join("client.conf");
     std::fs::write(&client_conf, &common).expect("client.conf");
-    let out = Command::new(venv.join("bin/python"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scripts/seed_cloud.py"
-        ))
-        .args(["--config-file", &client_conf.to_string_lossy()])
-        .args(["--state-dir", &dir.to_string_lossy()])
-        .args(["--hosts", "6", "--cells", "1", "--big-hosts", "0"])
-        .args(["--disabled-hosts", "0", "--seed", "7"])
-        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-        .output()
-        .expect("seed_cloud.py");
-    assert!(
-        out.status.success(),
-        "seeding failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    seed_cloud(&venv, &client_conf, &dir, 6, 7);
 
     let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
         .await
@@ -184,7 +104,8 @@ async fn ram_multiplier_sign_turns_spread_into_pack() {
         ))
         .await
         .expect("heartbeat");
-        let daemon = start_daemon(&conf, dir.join(format!("daemon{multiplier}.log")));
+        let daemon = Daemon::start(&conf, dir.join(format!("daemon{multiplier}.log")), &[]);
+        daemon.wait_ready();
         picks.push(pick_host(&venv, &client_conf));
         drop(daemon);
     }
