@@ -208,43 +208,9 @@ fn convert_version_to_str(version: i64) -> Result<String, PyError> {
     Ok(parts.join("."))
 }
 
-/// nova's `fields.Architecture.ALL`.
-pub const ARCHITECTURES: &[&str] = &[
-    "alpha",
-    "armv6",
-    "armv7l",
-    "armv7b",
-    "aarch64",
-    "cris",
-    "i686",
-    "ia64",
-    "lm32",
-    "m68k",
-    "microblaze",
-    "microblazeel",
-    "mips",
-    "mipsel",
-    "mips64",
-    "mips64el",
-    "openrisc",
-    "parisc",
-    "parisc64",
-    "ppc",
-    "ppcle",
-    "ppc64",
-    "ppc64le",
-    "ppcemb",
-    "s390",
-    "s390x",
-    "sh4",
-    "sh4eb",
-    "sparc",
-    "sparc64",
-    "unicore32",
-    "x86_64",
-    "xtensa",
-    "xtensaeb",
-];
+/// nova's `fields.Architecture.ALL` (also the choices of
+/// `image_properties_default_architecture`).
+pub use crate::config::scheduler::ARCHITECTURES;
 
 /// nova's `fields.HVType.ALL`.
 pub const HV_TYPES: &[&str] = &[
