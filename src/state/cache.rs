@@ -103,6 +103,7 @@ struct CellCache {
     flavors_by_host: FxHashMap<String, Arc<InstanceFlavorIds>>,
     watermark: Option<NaiveDateTime>,
     last_full: Option<Instant>,
+    pci_stats: compute::PciStatsInterner,
 }
 
 /// Counters of the cache's work, for logs and the benchmark report.
@@ -218,6 +219,7 @@ impl CellCache {
             ratios,
             Vec::new(),
             Arc::new(BTreeSet::new()),
+            &mut self.pci_stats,
         );
         // Parse the NUMA topology once here: every request's copy then shares the
         // parsed form instead of parsing it again (a malformed one is kept as its error).

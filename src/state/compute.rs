@@ -4,7 +4,9 @@
 
 use super::StateOptions;
 use crate::model::{Aggregate, HostState, ServiceInfo};
+use crate::pci::PciStats;
 use chrono::{DateTime, NaiveDateTime, Utc};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -144,6 +146,7 @@ pub(super) fn host_state(
     ratios: &RatioDefaults,
     aggregates: Vec<Arc<Aggregate>>,
     instances: Arc<BTreeSet<String>>,
+    pci: &mut PciStatsInterner,
 ) -> HostState {
     let mut state = HostState {
         host: node.host.as_deref().unwrap_or_default().into(),
@@ -160,7 +163,7 @@ pub(super) fn host_state(
     };
     // A node the resource tracker never updated keeps the zero defaults and no uuid.
     if let Some(free_gb) = node.free_disk_gb {
-        update_from_compute_node(&mut state, node, free_gb, ratios);
+        update_from_compute_node(&mut state, node, free_gb, ratios, pci);
     } else {
         tracing::debug!(uuid = ?node.uuid, "Ignoring compute node as its usage has not been updated yet");
     }
@@ -172,6 +175,7 @@ fn update_from_compute_node(
     node: ComputeNodeRow,
     free_gb: i64,
     ratios: &RatioDefaults,
+    pci: &mut PciStatsInterner,
 ) {
     let free_gb = match node.disk_available_least {
         Some(least) => least.min(free_gb),
@@ -188,14 +192,9 @@ fn update_from_compute_node(
     state.updated = node.updated_at.map(|t| t.and_utc());
     state.numa_topology =
         non_empty_json(node.numa_topology.as_deref(), "numa_topology").map(Arc::new);
-    state.pci_stats = node
-        .pci_stats
-        .as_deref()
-        .and_then(|s| parse_json(s, "pci_stats"))
-        .map(Arc::new);
-    state.pci = Some(std::sync::Arc::new(crate::pci::PciStats::from_raw(
-        state.pci_stats.as_deref(),
-    )));
+    let (raw, pools) = pci.get(node.pci_stats.as_deref());
+    state.pci_stats = raw;
+    state.pci = Some(pools);
     state.host_ip = node.host_ip.map(Arc::from);
     state.hypervisor_type = node.hypervisor_type.map(Arc::from);
     state.hypervisor_version = node.hypervisor_version;
@@ -224,6 +223,49 @@ pub(super) fn service_info(row: &ServiceRow) -> ServiceInfo {
         created_at: utc(row.created_at),
         updated_at: utc(row.updated_at),
         version: row.version.unwrap_or(0),
+    }
+}
+
+/// `compute_nodes.pci_stats` parsed once per distinct text: nodes that report the same
+/// pools (every host without PCI devices reports the same empty list) share one
+/// parsed value and one pool set, copied on write by the request that consumes
+/// from it. The texts come from the cell databases, written by nova-compute.
+#[derive(Debug, Default)]
+pub(super) struct PciStatsInterner {
+    by_text: FxHashMap<Box<str>, (Option<Arc<Value>>, Arc<PciStats>)>,
+    /// Entries after the last [`prune`](Self::prune); the next one runs at twice that.
+    after_prune: usize,
+}
+
+impl PciStatsInterner {
+    /// The parsed column (`None` when NULL or not JSON) and its pools.
+    pub(super) fn get(&mut self, text: Option<&str>) -> (Option<Arc<Value>>, Arc<PciStats>) {
+        let Some(text) = text else {
+            return (None, Arc::new(PciStats::from_raw(None)));
+        };
+        if let Some((raw, pools)) = self.by_text.get(text) {
+            return (raw.clone(), Arc::clone(pools));
+        }
+        if self.by_text.len() >= 2 * self.after_prune.max(32) {
+            self.prune();
+        }
+        let raw = parse_json(text, "pci_stats").map(Arc::new);
+        let pools = Arc::new(PciStats::from_raw(raw.as_deref()));
+        self.by_text
+            .insert(text.into(), (raw.clone(), Arc::clone(&pools)));
+        (raw, pools)
+    }
+
+    /// Forgets the texts no node holds any more.
+    pub(super) fn prune(&mut self) {
+        self.by_text
+            .retain(|_, (_, pools)| Arc::strong_count(pools) > 1);
+        self.after_prune = self.by_text.len();
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.by_text.len()
     }
 }
 

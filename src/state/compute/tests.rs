@@ -44,7 +44,15 @@ fn build(node: ComputeNodeRow) -> HostState {
         version: Some(73),
         ..ServiceRow::default()
     };
-    host_state(node, &svc, "cell-a", &RATIOS, Vec::new(), Arc::default())
+    host_state(
+        node,
+        &svc,
+        "cell-a",
+        &RATIOS,
+        Vec::new(),
+        Arc::default(),
+        &mut PciStatsInterner::default(),
+    )
 }
 
 #[test]
@@ -131,4 +139,59 @@ fn bad_json_and_bad_stats_are_tolerated() {
     assert_eq!(h.num_instances, 0);
     assert!(h.supported_instances.is_empty());
     assert!(h.metrics.is_none());
+}
+
+#[test]
+fn equal_pci_stats_texts_share_one_parse_until_no_node_holds_it() {
+    let empty = r#"{"nova_object.name": "PciDevicePoolList", "nova_object.data": {"objects": []}}"#;
+    let one_pool = r#"[{"vendor_id": "8086", "product_id": "1520", "count": 2, "numa_node": 0}]"#;
+    let mut pci = PciStatsInterner::default();
+    let svc = ServiceRow::default();
+    let with = |text: Option<&str>, pci: &mut PciStatsInterner| {
+        host_state(
+            ComputeNodeRow {
+                pci_stats: text.map(str::to_string),
+                ..node()
+            },
+            &svc,
+            "cell-a",
+            &RATIOS,
+            Vec::new(),
+            Arc::default(),
+            pci,
+        )
+    };
+    let a = with(Some(empty), &mut pci);
+    let b = with(Some(empty), &mut pci);
+    let c = with(Some(one_pool), &mut pci);
+    let shared = |x: &HostState, y: &HostState| {
+        Arc::ptr_eq(x.pci_stats.as_ref().unwrap(), y.pci_stats.as_ref().unwrap())
+            && Arc::ptr_eq(x.pci.as_ref().unwrap(), y.pci.as_ref().unwrap())
+    };
+    assert!(shared(&a, &b));
+    assert!(!shared(&a, &c));
+    // Each equals what parsing the text alone gives.
+    for (h, text) in [(&a, empty), (&c, one_pool)] {
+        let raw: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(h.pci_stats.as_deref(), Some(&raw));
+        assert_eq!(**h.pci.as_ref().unwrap(), PciStats::from_raw(Some(&raw)));
+    }
+    // A request consuming from one host's pools copies them first.
+    let mut consumed = c.clone();
+    let before = (**c.pci.as_ref().unwrap()).clone();
+    *Arc::make_mut(consumed.pci.as_mut().unwrap()) = PciStats::default();
+    assert_eq!(**c.pci.as_ref().unwrap(), before);
+    // NULL and text that is not JSON: no raw value, no pools.
+    for text in [None, Some("{not json")] {
+        let h = with(text, &mut pci);
+        assert_eq!(h.pci_stats, None);
+        assert_eq!(**h.pci.as_ref().unwrap(), PciStats::default());
+    }
+    assert_eq!(pci.len(), 3);
+    drop((a, c, consumed));
+    pci.prune();
+    assert_eq!(pci.len(), 1, "only the text b still holds is kept");
+    drop(b);
+    pci.prune();
+    assert_eq!(pci.len(), 0);
 }
