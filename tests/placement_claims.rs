@@ -22,6 +22,8 @@
 
 #[path = "common/claims_cloud.rs"]
 mod claims_cloud;
+#[path = "common/daemon_proc.rs"]
+mod daemon_proc;
 #[path = "common/http_stub.rs"]
 mod http_stub;
 #[path = "common/nova_schema.rs"]
@@ -34,6 +36,7 @@ mod placement_server;
 mod venv;
 
 use claims_cloud::*;
+use daemon_proc::rabbitmqctl;
 use nova_scheduler::rpc::RemoteError;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -544,18 +547,6 @@ try:
 except exception.NoValidHost as e:
     print(json.dumps({"error": "NoValidHost", "message": str(e)}))
 "#;
-
-fn rabbitmqctl(args: &[&str]) {
-    let out = std::process::Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl");
-    assert!(
-        out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already"),
-        "rabbitmqctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A daemon process of this crate; stopped (and its vhost removed) on drop.
 struct Daemon {
