@@ -95,4 +95,20 @@ pub trait HostFilter: Send + Sync {
     fn stable_within_request(&self, _spec: &RequestSpec) -> bool {
         false
     }
+
+    /// True when [`filter_host`](Self::filter_host) writes to the host state
+    /// (pruned allocation candidates, limits). The decision index evaluates
+    /// filters on shared host states, so it serves a request only when such a
+    /// filter never runs for it.
+    fn writes_host(&self) -> bool {
+        false
+    }
+
+    /// True when, for this request, the verdict may read the host's
+    /// `allocation_candidates` (nova's attribute lookups reach them). The shared
+    /// host states the decision index evaluates filters on carry none, so such a
+    /// request is decided the plain way.
+    fn reads_allocation_candidates(&self, _spec: &RequestSpec) -> bool {
+        false
+    }
 }

@@ -7,6 +7,12 @@
 //! [`Claimer`] trait, implemented over Placement at the edge and in memory in tests.
 //! No tokio, sqlx or lapin here; randomness comes from the caller's RNG.
 
+mod indexed;
+pub mod table;
+mod weigh_index;
+
+pub use table::{HostTable, RowCandidates};
+
 use crate::filters::{Consumed, FilterChain, FilterRequest};
 use crate::model::{HostState, RequestSpec};
 use crate::weighers::{WeighCache, WeighError, WeigherPipeline, WeighingExplanation};
@@ -94,7 +100,9 @@ pub struct Destination {
 }
 
 /// The decision: per instance, the chosen host then its alternates; plus the host
-/// states after virtual consumption (the Selections are built from them).
+/// states after virtual consumption (the Selections are built from them): every
+/// candidate host from [`Scheduler::schedule`], the hosts the destinations name
+/// from [`Scheduler::schedule_table`].
 #[derive(Debug)]
 pub struct ScheduleOutcome {
     pub destinations: Vec<Vec<Destination>>,

@@ -73,4 +73,24 @@ pub trait HostWeigher: Send + Sync {
     fn stable_within_request(&self) -> bool {
         false
     }
+
+    /// How the raw weight depends on the request, for the decision index
+    /// (`scheduler::table`), which computes raw weights once per host state and
+    /// reuses them across requests. [`RawDependence::Request`] (the default) keeps
+    /// the request off the index: every host is weighed for it, as nova does.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Request
+    }
+}
+
+/// How a weigher's raw weight depends on the request (see
+/// [`HostWeigher::raw_dependence`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawDependence {
+    /// On the host's state alone, whatever the request.
+    Host,
+    /// For this request, this value for every host, whatever its state.
+    SameForEveryHost(f64),
+    /// On the request and the host.
+    Request,
 }

@@ -36,6 +36,11 @@ impl FilterChain {
         self.filters.iter().map(|f| f.name()).collect()
     }
 
+    /// The filters, in `enabled_filters` order.
+    pub(crate) fn filters(&self) -> &[Box<dyn HostFilter>] {
+        &self.filters
+    }
+
     /// Filters `candidates` (indices into `hosts`), keeping their order. Returns the
     /// survivors and the history of the filters that ran.
     pub fn run(

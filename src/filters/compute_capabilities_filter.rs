@@ -36,7 +36,7 @@ use super::extra_specs_ops::matches_pystr;
 use super::pyvalue::{host_attr, host_has_attr, json_loads, py_str, value_attr, PyStr, PyValue};
 use super::utils::{PyError, PyExc};
 use super::{FilterRequest, HostFilter};
-use crate::model::{Flavor, HostState};
+use crate::model::{Flavor, HostState, RequestSpec};
 use tracing::{debug, warn};
 
 /// Nesting bound for JSON found in host attributes (`cpu_info`). CPython gives up
@@ -44,6 +44,16 @@ use tracing::{debug, warn};
 pub const CAPABILITY_JSON_MAX_DEPTH: usize = 512;
 
 pub struct ComputeCapabilitiesFilter;
+
+/// HostState attributes whose value shows the allocation candidates: the list
+/// itself, and the bound methods, whose `str()` embeds nova's `HostState.__repr__`.
+const ATTRIBUTES_SHOWING_CANDIDATES: &[&str] = &[
+    "allocation_candidates",
+    "update",
+    "consume_from_request",
+    "_locked_consume_from_request",
+    "_update_from_compute_node",
+];
 
 impl ComputeCapabilitiesFilter {
     pub const NAME: &'static str = "ComputeCapabilitiesFilter";
@@ -196,6 +206,22 @@ impl HostFilter for ComputeCapabilitiesFilter {
     /// No extra spec that reads the host: nova's loop skips every key.
     fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
         !has_host_dependent_specs(&req.spec.flavor)
+    }
+
+    /// An extra spec naming `allocation_candidates`, or a HostState method (whose
+    /// `str()` embeds the host's repr, which counts the candidates).
+    fn reads_allocation_candidates(&self, spec: &RequestSpec) -> bool {
+        extra_specs_in_nova_order(&spec.flavor)
+            .iter()
+            .any(|(key, _)| {
+                let scope: Vec<&str> = key.split(':').collect();
+                let first = match scope.as_slice() {
+                    [one] => *one,
+                    ["capabilities", first, ..] => *first,
+                    _ => return false,
+                };
+                ATTRIBUTES_SHOWING_CANDIDATES.contains(&first)
+            })
     }
 
     fn once_per_request(&self) -> bool {

@@ -291,6 +291,11 @@ impl HostFilter for JsonFilter {
             false
         })
     }
+
+    /// No `query` hint: `host_passes` is `True` before it reads the host.
+    fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
+        matches!(query_text(req.spec), Ok(None))
+    }
 }
 
 #[cfg(test)]

@@ -232,6 +232,10 @@ impl HostFilter for NUMATopologyFilter {
         self.evaluate(host, req).passes
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let verdict = self.evaluate(host, req);
         if let Some(keep) = verdict.keep {

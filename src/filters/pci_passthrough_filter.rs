@@ -70,6 +70,10 @@ impl HostFilter for PciPassthroughFilter {
         }
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         match evaluate(host, req) {
             PciVerdict::NoRequests => true,

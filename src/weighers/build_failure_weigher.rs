@@ -4,7 +4,7 @@
 //! `1000` means −1000.
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 
 pub struct BuildFailureWeigher {
@@ -23,6 +23,11 @@ impl HostWeigher for BuildFailureWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Reads the host's state only.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Host
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {

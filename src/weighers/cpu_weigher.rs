@@ -2,7 +2,7 @@
 //! `CPUWeigher`: free vCPUs (total × allocation ratio − used); positive spreads.
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 
 pub struct CPUWeigher {
@@ -21,6 +21,11 @@ impl HostWeigher for CPUWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Reads the host's state only.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Host
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {

@@ -3,7 +3,7 @@
 //! cell (raw +1) over the others (raw −1); 0 for every host otherwise.
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 
 pub struct CrossCellWeigher {
@@ -22,6 +22,18 @@ impl HostWeigher for CrossCellWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// 0.0 for every host unless the request is a move allowed to cross cells.
+    fn raw_dependence(&self, spec: &RequestSpec) -> RawDependence {
+        let crossing = spec.requested_destination.as_ref().is_some_and(|d| {
+            d.allow_cross_cell_move && d.cell_uuid.as_deref().is_some_and(|c| !c.is_empty())
+        });
+        if crossing {
+            RawDependence::Request
+        } else {
+            RawDependence::SameForEveryHost(0.0)
+        }
     }
 
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {

@@ -10,7 +10,7 @@
 
 use super::aggregate_multiplier::MultiplierSetting;
 use super::image_props::{count_pairs, request_props};
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::filters::metrics_filter::parse_options;
 use crate::filters::utils::py_float;
 use crate::model::{HostState, RequestSpec};
@@ -56,6 +56,15 @@ impl HostWeigher for ImagePropertiesWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Disabled by its config multiplier: 0.0 for every host.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        if self.is_disabled() {
+            RawDependence::SameForEveryHost(0.0)
+        } else {
+            RawDependence::Request
+        }
     }
 
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {

@@ -7,7 +7,7 @@
 //! (`ratio × multiplier == 0`), in which case the entry is skipped.
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::filters::metrics_filter::parse_options;
 use crate::filters::utils::py_float;
 use crate::model::{HostState, RequestSpec};
@@ -103,6 +103,11 @@ impl HostWeigher for MetricsWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Reads the host's state only.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Host
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {

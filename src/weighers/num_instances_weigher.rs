@@ -2,7 +2,7 @@
 //! `NumInstancesWeigher`: instance count; positive packs, negative spreads (default 0.0: inert).
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 
 pub struct NumInstancesWeigher {
@@ -21,6 +21,11 @@ impl HostWeigher for NumInstancesWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Reads the host's state only.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Host
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {

@@ -3,7 +3,7 @@
 //! The raw weight is `100 − min(free devices, 99)`, independent of the request.
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 use serde_json::Value;
 
@@ -45,6 +45,11 @@ impl HostWeigher for PCIWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Reads the host's state only.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Host
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {

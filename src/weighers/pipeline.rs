@@ -7,7 +7,16 @@ use super::{HostWeigher, WeighError};
 use crate::model::host_state::positions_in_memory_order;
 use crate::model::{HostState, RequestSpec};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tracing::{debug, enabled, Level};
+
+/// See [`WeigherPipeline::keys_suffixed`].
+pub(crate) fn keys_suffixed(weighers: &[Box<dyn HostWeigher>]) -> bool {
+    weighers
+        .iter()
+        .all(|w| w.multiplier_setting().key.ends_with(MULTIPLIER_KEY_SUFFIX))
+}
 
 /// A candidate host (index into the request's host list) and its summed weight.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,7 +93,11 @@ struct PreviousWeighing {
 
 /// The enabled weighers, in nova's loader order.
 pub struct WeigherPipeline {
-    weighers: Vec<Box<dyn HostWeigher>>,
+    /// Shared with the weigh indexes built for this pipeline (they re-weigh the
+    /// host states that change).
+    weighers: Arc<Vec<Box<dyn HostWeigher>>>,
+    /// Tells the pipelines of one process apart (a weigh index is built for one).
+    id: u64,
 }
 
 impl std::fmt::Debug for WeigherPipeline {
@@ -95,7 +108,26 @@ impl std::fmt::Debug for WeigherPipeline {
 
 impl WeigherPipeline {
     pub fn new(weighers: Vec<Box<dyn HostWeigher>>) -> Self {
-        WeigherPipeline { weighers }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        WeigherPipeline {
+            weighers: Arc::new(weighers),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn weighers(&self) -> &Arc<Vec<Box<dyn HostWeigher>>> {
+        &self.weighers
+    }
+
+    /// True when every weigher's multiplier key ends with `_weight_multiplier`:
+    /// a host none of whose aggregates carries such a key then takes every
+    /// weigher's config value (see [`may_override`]).
+    pub(crate) fn keys_suffixed(&self) -> bool {
+        keys_suffixed(&self.weighers)
     }
 
     pub fn names(&self) -> Vec<&'static str> {
@@ -162,10 +194,7 @@ impl WeigherPipeline {
         let log = enabled!(Level::DEBUG);
         // Hosts whose aggregates carry no multiplier key take every weigher's config
         // value; only the others are looked up per weigher (nova looks up all).
-        let keys_suffixed = self
-            .weighers
-            .iter()
-            .all(|w| w.multiplier_setting().key.ends_with(MULTIPLIER_KEY_SUFFIX));
+        let keys_suffixed = self.keys_suffixed();
         // Host states are read in memory order (see `positions_in_memory_order`);
         // every result is stored by position.
         let memory_order = positions_in_memory_order(candidates);
@@ -302,10 +331,7 @@ impl WeigherPipeline {
             cache.previous = None;
             return self.run(hosts, candidates, spec, None);
         }
-        let keys_suffixed = self
-            .weighers
-            .iter()
-            .all(|w| w.multiplier_setting().key.ends_with(MULTIPLIER_KEY_SUFFIX));
+        let keys_suffixed = self.keys_suffixed();
         let bounds: Vec<(Option<f64>, Option<f64>)> = self
             .weighers
             .iter()

@@ -2,7 +2,7 @@
 //! `RAMWeigher`: free RAM; a positive multiplier spreads, a negative one packs.
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 
 pub struct RAMWeigher {
@@ -21,6 +21,11 @@ impl HostWeigher for RAMWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// Reads the host's state only.
+    fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
+        RawDependence::Host
     }
 
     fn weigh(&self, host: &HostState, _spec: &RequestSpec) -> Result<f64, WeighError> {

@@ -3,7 +3,7 @@
 //! The raw weight is +(number of group members on the host).
 
 use super::aggregate_multiplier::MultiplierSetting;
-use super::{HostWeigher, WeighError};
+use super::{HostWeigher, RawDependence, WeighError};
 use crate::model::{HostState, RequestSpec};
 
 pub struct ServerGroupSoftAffinityWeigher {
@@ -22,6 +22,19 @@ impl HostWeigher for ServerGroupSoftAffinityWeigher {
 
     fn stable_within_request(&self) -> bool {
         true
+    }
+
+    /// 0.0 for every host unless the request's group has the `soft-affinity` policy.
+    fn raw_dependence(&self, spec: &RequestSpec) -> RawDependence {
+        let grouped = spec
+            .instance_group
+            .as_ref()
+            .is_some_and(|g| g.policy.as_deref() == Some("soft-affinity"));
+        if grouped {
+            RawDependence::Request
+        } else {
+            RawDependence::SameForEveryHost(0.0)
+        }
     }
 
     fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {

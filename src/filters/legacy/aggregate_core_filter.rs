@@ -28,6 +28,10 @@ impl HostFilter for AggregateCoreFilter {
         core_check(host, req.spec.flavor.vcpus, ratio(host)).0
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let (ok, limit) = core_check(host, req.spec.flavor.vcpus, ratio(host));
         write_limit(host, "vcpu", limit);

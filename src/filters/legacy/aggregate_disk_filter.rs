@@ -29,6 +29,10 @@ impl HostFilter for AggregateDiskFilter {
         disk_check(host, req.spec, ratio(host)).is_some()
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let limit = disk_check(host, req.spec, ratio(host));
         write_limit(host, "disk_gb", limit);

@@ -29,6 +29,10 @@ impl HostFilter for AggregateRamFilter {
         ram_check(host, req.spec.flavor.memory_mb, ratio(host)).is_some()
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let limit = ram_check(host, req.spec.flavor.memory_mb, ratio(host));
         write_limit(host, "memory_mb", limit);

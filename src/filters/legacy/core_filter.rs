@@ -53,6 +53,10 @@ impl HostFilter for CoreFilter {
         core_check(host, req.spec.flavor.vcpus, host.cpu_allocation_ratio).0
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let (ok, limit) = core_check(host, req.spec.flavor.vcpus, host.cpu_allocation_ratio);
         write_limit(host, "vcpu", limit);

@@ -45,6 +45,10 @@ impl HostFilter for DiskFilter {
         disk_check(host, req.spec, host.disk_allocation_ratio).is_some()
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let limit = disk_check(host, req.spec, host.disk_allocation_ratio);
         write_limit(host, "disk_gb", limit);

@@ -42,6 +42,10 @@ impl HostFilter for RamFilter {
         ram_check(host, req.spec.flavor.memory_mb, host.ram_allocation_ratio).is_some()
     }
 
+    fn writes_host(&self) -> bool {
+        true
+    }
+
     fn filter_host(&self, host: &mut HostState, req: &FilterRequest<'_>) -> bool {
         let limit = ram_check(host, req.spec.flavor.memory_mb, host.ram_allocation_ratio);
         write_limit(host, "memory_mb", limit);

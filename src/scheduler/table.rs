@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Host states that outlive a request: the input of the indexed decision
+//! ([`Scheduler::schedule_table`](super::Scheduler::schedule_table)).
+//!
+//! A [`HostTable`] holds every host the state edge knows, in nova's host order
+//! (cells by uuid, compute nodes by id: the order a request's host list has), as
+//! shared states without allocation candidates. A request names its candidates
+//! per row ([`RowCandidates`]). The weigher columns of the rows (raw weights and
+//! multipliers, which depend on the host state alone for most weighers) are kept
+//! in a [`WeighIndex`] built on first use and carried from one table to the next
+//! by [`HostTable::with_changes`], which re-reads only the changed rows.
+
+use super::weigh_index::WeighIndex;
+use crate::model::{AllocationCandidate, HostState};
+use crate::weighers::WeigherPipeline;
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex};
+
+/// Hosts in nova's order, shared between requests (see the module docs).
+pub struct HostTable {
+    rows: Vec<Arc<HostState>>,
+    /// Per row: index into `cells`.
+    row_cell: Vec<u16>,
+    cells: Vec<Arc<str>>,
+    by_uuid: FxHashMap<Arc<str>, u32>,
+    /// Built on first use, per weigher pipeline and set of weigher columns.
+    indexes: Mutex<Vec<Arc<WeighIndex>>>,
+}
+
+impl std::fmt::Debug for HostTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostTable")
+            .field("rows", &self.rows.len())
+            .field("cells", &self.cells)
+            .finish()
+    }
+}
+
+impl HostTable {
+    /// A table of `hosts`, which must be in nova's host order; their allocation
+    /// candidates are dropped (a request brings its own).
+    pub fn new(hosts: Vec<HostState>) -> Self {
+        Self::from_shared(
+            hosts
+                .into_iter()
+                .map(|mut h| {
+                    h.allocation_candidates = Vec::new();
+                    Arc::new(h)
+                })
+                .collect(),
+        )
+    }
+
+    /// A table of shared states (without allocation candidates), in nova's host order.
+    pub fn from_shared(rows: Vec<Arc<HostState>>) -> Self {
+        let mut cells: Vec<Arc<str>> = Vec::new();
+        let mut row_cell = Vec::with_capacity(rows.len());
+        let mut by_uuid = FxHashMap::with_capacity_and_hasher(rows.len(), Default::default());
+        for (i, h) in rows.iter().enumerate() {
+            let cell = match cells.iter().position(|c| *c == h.cell_uuid) {
+                Some(c) => c,
+                None => {
+                    cells.push(h.cell_uuid.clone());
+                    cells.len() - 1
+                }
+            };
+            row_cell.push(u16::try_from(cell).unwrap_or(u16::MAX));
+            if let Some(u) = &h.uuid {
+                by_uuid.entry(u.clone()).or_insert(i as u32);
+            }
+        }
+        HostTable {
+            rows,
+            row_cell,
+            cells,
+            by_uuid,
+            indexes: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The shared state of `row`.
+    pub fn row(&self, row: usize) -> &Arc<HostState> {
+        &self.rows[row]
+    }
+
+    pub fn rows(&self) -> &[Arc<HostState>] {
+        &self.rows
+    }
+
+    /// The row of the compute node with this uuid (its resource provider uuid).
+    pub fn row_of_uuid(&self, uuid: &str) -> Option<usize> {
+        self.by_uuid.get(uuid).map(|&r| r as usize)
+    }
+
+    pub(crate) fn cell_of(&self, row: usize) -> u16 {
+        self.row_cell[row]
+    }
+
+    pub(crate) fn cell_count(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// This table with `changes` (row, new state) applied. Every row keeps its
+    /// place; a change must keep the row's cell and uuid. The weigh indexes built
+    /// so far are carried over with only the changed rows re-weighed.
+    pub fn with_changes(&self, changes: Vec<(usize, Arc<HostState>)>) -> HostTable {
+        let mut rows = self.rows.clone();
+        for (row, state) in &changes {
+            debug_assert_eq!(state.cell_uuid, rows[*row].cell_uuid);
+            rows[*row] = state.clone();
+        }
+        let changed: Vec<usize> = changes.iter().map(|(r, _)| *r).collect();
+        let table = HostTable {
+            rows,
+            row_cell: self.row_cell.clone(),
+            cells: self.cells.clone(),
+            by_uuid: self.by_uuid.clone(),
+            indexes: Mutex::new(Vec::new()),
+        };
+        let carried: Vec<Arc<WeighIndex>> = lock(&self.indexes)
+            .iter()
+            .filter_map(|index| index.with_rows_changed(&table, &changed).map(Arc::new))
+            .collect();
+        *lock(&table.indexes) = carried;
+        table
+    }
+
+    /// The weigh index of `pipeline` over the weighers at the positions of `mask`,
+    /// built now if this table has none yet.
+    pub(crate) fn weigh_index(&self, pipeline: &WeigherPipeline, mask: u64) -> Arc<WeighIndex> {
+        if let Some(found) = lock(&self.indexes)
+            .iter()
+            .find(|i| i.pipeline_id == pipeline.id() && i.mask == mask)
+        {
+            return found.clone();
+        }
+        // Built outside the lock: another request may build the same one meanwhile;
+        // the first stored is kept.
+        let built = Arc::new(WeighIndex::build(self, pipeline, mask));
+        let mut indexes = lock(&self.indexes);
+        if let Some(found) = indexes
+            .iter()
+            .find(|i| i.pipeline_id == pipeline.id() && i.mask == mask)
+        {
+            return found.clone();
+        }
+        indexes.push(built.clone());
+        built
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A request's allocation candidates per table row. A row that is not inserted
+/// is not a candidate of the request; an inserted row may have no candidate left
+/// (it is then skipped when claiming, as nova does).
+#[derive(Debug, Clone)]
+pub struct RowCandidates {
+    /// Per table row: index into `lists`, or `NONE`.
+    slot: Vec<u32>,
+    lists: Vec<(u32, Vec<AllocationCandidate>)>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl RowCandidates {
+    /// No candidate yet, for a table of `rows` rows.
+    pub fn new(rows: usize) -> Self {
+        RowCandidates {
+            slot: vec![NONE; rows],
+            lists: Vec::new(),
+        }
+    }
+
+    /// Makes `row` a candidate with these allocation candidates (replacing any).
+    pub fn insert(&mut self, row: usize, candidates: Vec<AllocationCandidate>) {
+        match self.slot[row] {
+            NONE => {
+                self.slot[row] = self.lists.len() as u32;
+                self.lists.push((row as u32, candidates));
+            }
+            s => self.lists[s as usize].1 = candidates,
+        }
+    }
+
+    /// `None`: not a candidate of the request.
+    pub fn get(&self, row: usize) -> Option<&[AllocationCandidate]> {
+        match self.slot.get(row) {
+            Some(&s) if s != NONE => Some(&self.lists[s as usize].1),
+            _ => None,
+        }
+    }
+
+    pub fn contains(&self, row: usize) -> bool {
+        self.slot.get(row).is_some_and(|&s| s != NONE)
+    }
+
+    /// Number of candidate rows.
+    pub fn len(&self) -> usize {
+        self.lists.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lists.is_empty()
+    }
+
+    /// The candidate rows in table order, each with its candidates.
+    pub(crate) fn into_sorted(mut self) -> Vec<(usize, Vec<AllocationCandidate>)> {
+        self.lists.sort_unstable_by_key(|(r, _)| *r);
+        self.lists
+            .into_iter()
+            .map(|(r, c)| (r as usize, c))
+            .collect()
+    }
+}
