@@ -14,6 +14,13 @@
 //!   between instances), for comparison;
 //! - `host_state_copy/N`: copying N cached host states, what each request pays to
 //!   get its own mutable states (the warm cache hands out copies).
+//! - `table_one_instance/N`, `table_ten_instances/N`: the same requests through
+//!   `Scheduler::schedule_table` on a `HostTable` of the N hosts whose weigh index
+//!   is built (as the state edge keeps it between requests); the request's
+//!   candidates per row are its input, as host states are above;
+//! - `table_index_build/N`: building that weigh index (once per table);
+//! - `table_change_one_row/N`: a new table with one row changed, the index carried
+//!   over (what recording one decision's consumption costs).
 //!
 //! Host states look like the seeded test cloud's: stats, cpu_info, supported
 //! instances, two cells, an availability-zone aggregate and for some hosts a second
@@ -23,7 +30,7 @@
 //!
 //! Run: `cargo bench --bench decision_core` (`NSRS_BENCH_HOSTS=1000,10000` picks sizes).
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 #[path = "common/cpu_time.rs"]
 mod cpu_time;
 
@@ -31,9 +38,11 @@ use criterion::measurement::{Measurement, WallTime};
 use criterion::{BatchSize, BenchmarkId, Criterion};
 use nova_scheduler::config::scheduler::DEFAULT_ENABLED_FILTERS;
 use nova_scheduler::filters::{build_chain, FilterConfig};
-use nova_scheduler::model::{Aggregate, HostState, RequestSpec, ServiceInfo};
+use nova_scheduler::model::{Aggregate, AllocationCandidate, HostState, RequestSpec, ServiceInfo};
 use nova_scheduler::rpc::envelope::decode_request;
-use nova_scheduler::scheduler::{ClaimError, Claimer, ScheduleRequest, Scheduler};
+use nova_scheduler::scheduler::{
+    ClaimError, Claimer, HostTable, RowCandidates, ScheduleRequest, Scheduler,
+};
 use nova_scheduler::weighers::{build_pipeline, WeigherConfig};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -77,14 +86,20 @@ fn aggregates() -> Vec<Arc<Aggregate>> {
     out
 }
 
-fn hosts(n: usize) -> Vec<HostState> {
-    let now = Utc::now();
+/// `n` hosts whose services were last seen at `now`.
+fn hosts(n: usize, now: DateTime<Utc>) -> Vec<HostState> {
     let aggs = aggregates();
     let supported = Arc::new(vec![
         vec!["x86_64".to_string(), "kvm".into(), "hvm".into()],
         vec!["i686".to_string(), "kvm".into(), "hvm".into()],
     ]);
     let cpu_info: Arc<str> = Arc::from(CPU_INFO);
+    let resources = Arc::new(
+        json!({"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
     (0..n)
         .map(|i| {
             let uuid = format!("00000000-0000-4000-8000-{i:012}");
@@ -96,7 +111,10 @@ fn hosts(n: usize) -> Vec<HostState> {
                 ("num_vm_active", instances.to_string()),
                 ("num_task_None", instances.to_string()),
                 ("num_os_type_None", instances.to_string()),
-                ("num_proj_c0c0c0c0c0c04c0c8c0c0c0c0c0c0c01", instances.to_string()),
+                (
+                    "num_proj_c0c0c0c0c0c04c0c8c0c0c0c0c0c0c01",
+                    instances.to_string(),
+                ),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -109,7 +127,11 @@ fn hosts(n: usize) -> Vec<HostState> {
             HostState {
                 host: name.as_str().into(),
                 nodename: name.as_str().into(),
-                cell_uuid: if i % 2 == 0 { "cell1".into() } else { "cell2".into() },
+                cell_uuid: if i % 2 == 0 {
+                    "cell1".into()
+                } else {
+                    "cell2".into()
+                },
                 total_usable_ram_mb: 262_144,
                 free_ram_mb: 4096 + (i as i64 * 7919) % 250_000,
                 total_usable_disk_gb: 2000,
@@ -141,11 +163,11 @@ fn hosts(n: usize) -> Vec<HostState> {
                     version: 74,
                     ..Default::default()
                 },
-                allocation_candidates: vec![json!({
-                    "allocations": {&uuid: {"resources": {"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20}}},
-                    "mappings": {"": [&uuid]}
-                })
-                .into()],
+                // As the daemon holds Placement's single-provider candidates.
+                allocation_candidates: vec![AllocationCandidate::single_provider(
+                    uuid.as_str().into(),
+                    resources.clone(),
+                )],
                 uuid: Some(uuid.into()),
                 ..Default::default()
             }
@@ -197,7 +219,8 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
             group.sample_size(50);
             group.measurement_time(Duration::from_secs(10));
         }
-        let states = hosts(n);
+        let seen_at = Utc::now();
+        let states = hosts(n, seen_at);
         for (name, instances, reference) in [
             ("one_instance", 1usize, false),
             ("ten_instances", 10, false),
@@ -220,7 +243,9 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                             ),
                             use_placement: true,
                             return_alternates: true,
-                            now: Utc::now(),
+                            // Services are judged up against the hosts' time, however
+                            // long the benchmark runs (service_down_time is 60 s).
+                            now: seen_at,
                         };
                         let outcome = runtime
                             .block_on(async {
@@ -247,6 +272,63 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                 );
             });
         }
+        let table = HostTable::new(states.clone());
+        let mut rows = RowCandidates::new(table.len());
+        for (row, h) in states.iter().enumerate() {
+            rows.insert(row, h.allocation_candidates.clone());
+        }
+        let request = |instances: usize| ScheduleRequest {
+            spec: RequestSpec {
+                num_instances: instances as i64,
+                ..spec.clone()
+            },
+            instance_uuids: Some((0..instances).map(|k| format!("inst-{k}")).collect()),
+            use_placement: true,
+            return_alternates: true,
+            now: seen_at,
+        };
+        // The first request builds the weigh index; the benchmark needs the index path.
+        assert!(scheduler.decides_on_index(&table, &request(1)));
+        for (name, instances) in [("table_one_instance", 1usize), ("table_ten_instances", 10)] {
+            group.bench_with_input(BenchmarkId::new(name, n), &rows, |b, rows| {
+                let mut rng = StdRng::seed_from_u64(1);
+                b.iter_batched(
+                    || rows.clone(),
+                    |mut rows| {
+                        let outcome = runtime
+                            .block_on(scheduler.schedule_table(
+                                &table,
+                                &mut rows,
+                                request(instances),
+                                &mut AlwaysClaims,
+                                &mut rng,
+                            ))
+                            .expect("placed");
+                        assert_eq!(outcome.destinations.len(), instances);
+                        // Freed outside the measurement, as the host states above.
+                        (outcome, rows)
+                    },
+                    BatchSize::LargeInput,
+                );
+            });
+        }
+        group.bench_function(BenchmarkId::new("table_index_build", n), |b| {
+            b.iter_batched(
+                || HostTable::new(states.clone()),
+                |fresh| {
+                    assert!(scheduler.decides_on_index(&fresh, &request(1)));
+                    fresh
+                },
+                BatchSize::LargeInput,
+            );
+        });
+        group.bench_function(BenchmarkId::new("table_change_one_row", n), |b| {
+            let mut changed = (**table.row(n / 2)).clone();
+            changed.free_ram_mb -= 4096;
+            changed.vcpus_used += 2;
+            let changed = Arc::new(changed);
+            b.iter(|| table.with_changes(vec![(n / 2, changed.clone())]));
+        });
         // The cache holds states without candidates; Placement's are moved in after.
         let cached: Vec<HostState> = states
             .iter()

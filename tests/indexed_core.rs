@@ -115,7 +115,7 @@ async fn compare(
     let mut rng_a = StdRng::seed_from_u64(seed ^ 0x1de7);
     let mut rng_b = StdRng::seed_from_u64(seed ^ 0x1de7);
     let got = sched
-        .schedule_table(table, rows, req, &mut claims_a, &mut rng_a)
+        .schedule_table(table, &mut rows, req, &mut claims_a, &mut rng_a)
         .await;
     let want = sched
         .schedule_reference(subset, req2, &mut claims_b, &mut rng_b)

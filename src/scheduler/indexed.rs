@@ -25,7 +25,7 @@
 //! against `Scheduler::schedule_reference` on random clouds.
 
 use super::table::{HostTable, RowCandidates};
-use super::weigh_index::{WeighIndex, NONE};
+use super::weigh_index::{Slot, WeighIndex, NONE};
 use super::{Destination, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
 use crate::filters::FilterRequest;
 use crate::model::{HostState, RequestSpec};
@@ -35,8 +35,8 @@ use chrono::{DateTime, Utc};
 use rand::seq::IndexedRandom;
 use rand::Rng;
 use rustc_hash::FxHashMap;
-use std::cmp::Ordering;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tracing::{debug, enabled, Level};
 
@@ -45,18 +45,20 @@ impl Scheduler {
     /// of the request (each with its allocation candidates), in table order.
     ///
     /// The outcome's `hosts` are the hosts its destinations name (after
-    /// consumption), not every candidate.
+    /// consumption), not every candidate. The candidates stay with the caller
+    /// (freeing thousands is best done off the reply's path), except when the
+    /// request is decided over copied host states, which take them.
     pub async fn schedule_table<C: Claimer, R: Rng + ?Sized>(
         &self,
         table: &HostTable,
-        candidates: RowCandidates,
+        candidates: &mut RowCandidates,
         req: ScheduleRequest,
         claimer: &mut C,
         rng: &mut R,
     ) -> Result<ScheduleOutcome, ScheduleError> {
         let req = match Plan::new(self, table, &req) {
             Some(plan) => {
-                let decision = Decision::new(self, table, &candidates, plan, &req);
+                let decision = Decision::new(self, table, candidates, plan, &req);
                 match decision.run(req, claimer, rng).await {
                     Indexed::Done(outcome) => return outcome,
                     Indexed::Declined(req) => *req,
@@ -64,8 +66,8 @@ impl Scheduler {
             }
             None => req,
         };
-        self.schedule_copied(table, candidates, req, claimer, rng)
-            .await
+        let taken = std::mem::replace(candidates, RowCandidates::new(0));
+        self.schedule_copied(table, taken, req, claimer, rng).await
     }
 
     /// The plain decision over copies of the candidate rows.
@@ -281,8 +283,59 @@ struct SortLevel {
     bounds: Vec<(f64, f64)>,
     /// Per column: `lo != hi` (else the column adds ±0.0).
     live: Vec<bool>,
+    /// The live columns as a table row (not held apart) weighs them.
+    terms: Vec<Term>,
     /// The host moved to the front of the list (`NONE` while it is chosen).
     chosen: u32,
+}
+
+/// One live column's part of a table row's weight.
+#[derive(Clone, Copy)]
+enum Term {
+    /// The same for every table row (a uniform column).
+    Same(f64),
+    /// Tree column `c`: `mult * ((raw - lo) / range)`.
+    Tree { c: usize, lo: f64, range: f64 },
+}
+
+impl SortLevel {
+    fn new(index: &WeighIndex, bounds: Vec<(f64, f64)>) -> Self {
+        let live: Vec<bool> = bounds.iter().map(|(lo, hi)| lo != hi).collect();
+        let terms = index
+            .columns
+            .iter()
+            .zip(&bounds)
+            .zip(&live)
+            .filter(|(_, &live)| live)
+            .map(|((col, &(lo, hi)), _)| match col.slot {
+                Slot::Uniform { raw, mult } => Term::Same(mult * ((raw - lo) / (hi - lo))),
+                Slot::Tree(c) => Term::Tree {
+                    c,
+                    lo,
+                    range: hi - lo,
+                },
+            })
+            .collect();
+        SortLevel {
+            bounds,
+            live,
+            terms,
+            chosen: NONE,
+        }
+    }
+
+    /// nova's weight of a table row from its tree columns (see [`sum_weight`]).
+    #[inline]
+    fn weigh_tree_row(&self, raw: &[f64], mult: &[f64]) -> f64 {
+        let mut total = 0.0;
+        for term in &self.terms {
+            total += match *term {
+                Term::Same(v) => v,
+                Term::Tree { c, lo, range } => mult[c] * ((raw[c] - lo) / range),
+            };
+        }
+        total
+    }
 }
 
 /// A host held apart from the table: picked for a list, or consumed.
@@ -292,12 +345,26 @@ struct Apart {
     state: Option<HostState>,
     /// Raw weights per column from a level on (the first entry: the table's).
     raws: Vec<(usize, Vec<f64>)>,
+    /// Multipliers per column.
+    mult: Vec<f64>,
     /// Consumed hosts: still in the list (they are filtered again per instance).
     in_list: bool,
     /// The level whose filters took it out of the list.
     left_at: Option<usize>,
     /// A weigher failed on the consumed state.
     error: Option<WeighError>,
+}
+
+impl Apart {
+    fn raw_at(&self, level: usize) -> &[f64] {
+        let (_, raw) = self
+            .raws
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= level)
+            .unwrap_or(&self.raws[0]);
+        raw
+    }
 }
 
 struct Decision<'a> {
@@ -312,37 +379,12 @@ struct Decision<'a> {
     now: DateTime<Utc>,
     is_rebuild: bool,
     /// Verdicts on unconsumed hosts (valid for every instance).
-    verdicts: FxHashMap<u32, bool>,
+    verdicts: RefCell<FxHashMap<u32, bool>>,
+    /// A table row known to pass and not held apart (uniform columns' bounds).
+    witness: Cell<Option<u32>>,
     apart: Vec<Apart>,
     apart_of_row: FxHashMap<u32, usize>,
     levels: Vec<SortLevel>,
-}
-
-/// A tree node in the search queue: larger `key` first, then smaller `tie`.
-#[derive(Clone, Copy)]
-struct Queued {
-    key: f64,
-    tie: u32,
-    node: u32,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.key
-            .total_cmp(&other.key)
-            .then(other.tie.cmp(&self.tie))
-    }
 }
 
 impl<'a> Decision<'a> {
@@ -367,7 +409,8 @@ impl<'a> Decision<'a> {
             is_rebuild: req.spec.is_rebuild(),
             spec0,
             now: req.now,
-            verdicts: FxHashMap::default(),
+            verdicts: RefCell::new(FxHashMap::default()),
+            witness: Cell::new(None),
             apart: Vec::new(),
             apart_of_row: FxHashMap::default(),
             levels: Vec::new(),
@@ -494,10 +537,9 @@ impl<'a> Decision<'a> {
             self.filter_consumed(spec, index);
         }
         let level = self.levels.len();
-        let d = self.index.dims();
-        let mut bounds = Vec::with_capacity(d);
-        for c in 0..d {
-            let col = self.index.columns[c];
+        let columns = self.index.columns.clone();
+        let mut bounds = Vec::with_capacity(columns.len());
+        for (c, col) in columns.iter().enumerate() {
             let hi = match col.maxval {
                 Some(v) => Some(v),
                 None => self.column_extreme(level, c, true),
@@ -512,12 +554,8 @@ impl<'a> Decision<'a> {
                 _ => return Ok(None),
             }
         }
-        let live = bounds.iter().map(|(lo, hi)| lo != hi).collect();
-        self.levels.push(SortLevel {
-            bounds,
-            live,
-            chosen: NONE,
-        });
+        let sort_level = SortLevel::new(&self.index, bounds);
+        self.levels.push(sort_level);
         // nova weighs (and a weigher raises) only when at least two hosts are left.
         if let Some(error) = self.weigh_error(level) {
             self.levels.pop();
@@ -607,7 +645,7 @@ impl<'a> Decision<'a> {
 
     /// Whether `row` passes at the current level: consumed hosts as last
     /// filtered, the others by their (remembered) verdict.
-    fn in_list(&mut self, row: u32) -> bool {
+    fn in_list(&self, row: u32) -> bool {
         if let Some(&i) = self.apart_of_row.get(&row) {
             if self.apart[i].state.is_some() {
                 return self.apart[i].in_list;
@@ -619,8 +657,8 @@ impl<'a> Decision<'a> {
     /// The verdict on an unconsumed host: a candidate of the request that passes
     /// the narrowing and every filter evaluated on this path, as the first
     /// instance's filters saw it (the same for every instance).
-    fn passes_fresh(&mut self, row: u32) -> bool {
-        if let Some(&v) = self.verdicts.get(&row) {
+    fn passes_fresh(&self, row: u32) -> bool {
+        if let Some(&v) = self.verdicts.borrow().get(&row) {
             return v;
         }
         let v = self.candidates.contains(row as usize) && {
@@ -639,7 +677,7 @@ impl<'a> Decision<'a> {
                         .iter()
                         .all(|f| chain[f.position].host_passes(host, &req)))
         };
-        self.verdicts.insert(row, v);
+        self.verdicts.borrow_mut().insert(row, v);
         v
     }
 
@@ -647,39 +685,35 @@ impl<'a> Decision<'a> {
         if self.apart_of_row.contains_key(&row) {
             return;
         }
-        let raw = self.index.values_of_row(row as usize).0.to_vec();
+        if self.witness.get() == Some(row) {
+            self.witness.set(None);
+        }
+        let (raw, mult) = self.index.row_values(row as usize);
         self.apart_of_row.insert(row, self.apart.len());
         self.apart.push(Apart {
             row,
             state: None,
             raws: vec![(0, raw)],
+            mult,
             in_list: true,
             left_at: None,
             error: None,
         });
     }
 
-    /// Raw weights of `row` as of `level`.
-    fn raw_at(&self, level: usize, row: u32) -> &[f64] {
-        match self.apart_of_row.get(&row) {
-            Some(&i) => {
-                let raws = &self.apart[i].raws;
-                let (_, raw) = raws
-                    .iter()
-                    .rev()
-                    .find(|(from, _)| *from <= level)
-                    .unwrap_or(&raws[0]);
-                raw
-            }
-            None => self.index.values_of_row(row as usize).0,
-        }
-    }
-
     /// nova's summed weight of `row` in the list of `level`.
     fn weight(&self, level: usize, row: u32) -> f64 {
-        let raw = self.raw_at(level, row);
-        let mult = self.index.values_of_row(row as usize).1;
-        sum_weight(&self.levels[level], raw, mult)
+        let lv = &self.levels[level];
+        match self.apart_of_row.get(&row) {
+            Some(&i) => {
+                let apart = &self.apart[i];
+                sum_weight(lv, apart.raw_at(level), &apart.mult)
+            }
+            None => {
+                let (raw, mult) = self.index.values_of_row(row as usize);
+                lv.weigh_tree_row(raw, mult)
+            }
+        }
     }
 
     /// Whether `a` comes before `b` in the list of `level` (`None`: the host
@@ -730,17 +764,19 @@ impl<'a> Decision<'a> {
     }
 
     /// The first host of the list of `level` (its pick aside) that is not in
-    /// `exclude`, in `cell` when given.
-    fn best(&mut self, level: usize, cell: Option<u16>, exclude: &[u32]) -> Option<u32> {
+    /// `exclude`, in `cell` when given. A depth-first search of the tree, the
+    /// child that may weigh more first, pruned by the nodes' bounds.
+    fn best(&self, level: usize, cell: Option<u16>, exclude: &[u32]) -> Option<u32> {
         let prev = level.checked_sub(1);
+        let lv = &self.levels[level];
+        let index = &*self.index;
         let mut best: Option<(u32, f64)> = None;
-        let apart_rows: Vec<u32> = self.apart.iter().map(|a| a.row).collect();
-        for row in apart_rows {
-            if exclude.contains(&row) || cell.is_some_and(|c| self.table.cell_of(row as usize) != c)
+        for apart in &self.apart {
+            let row = apart.row;
+            if exclude.contains(&row)
+                || cell.is_some_and(|c| self.table.cell_of(row as usize) != c)
+                || !self.in_list(row)
             {
-                continue;
-            }
-            if !self.in_list(row) {
                 continue;
             }
             let w = self.weight(level, row);
@@ -748,54 +784,60 @@ impl<'a> Decision<'a> {
                 best = Some((row, w));
             }
         }
-        let index = self.index.clone();
-        let lv = &self.levels[level];
-        let (bounds, live) = (lv.bounds.clone(), lv.live.clone());
-        let mut queue = BinaryHeap::new();
+        // (bound, node): the top of the stack is searched next.
+        let mut stack: Vec<(f64, u32)> = Vec::with_capacity(48);
         for (c, &root) in index.roots.iter().enumerate() {
-            if root == NONE || cell.is_some_and(|want| want as usize != c) {
-                continue;
+            if root != NONE && cell.is_none_or(|want| want as usize == c) {
+                stack.push((index.upper_bound(root as usize, &lv.bounds, &lv.live), root));
             }
-            queue.push(Queued {
-                key: index.upper_bound(root as usize, &bounds, &live),
-                tie: index.nodes[root as usize].min_row,
-                node: root,
-            });
         }
-        while let Some(q) = queue.pop() {
+        stack.sort_by(|a, b| {
+            a.0.total_cmp(&b.0).then(
+                index.nodes[b.1 as usize]
+                    .min_row
+                    .cmp(&index.nodes[a.1 as usize].min_row),
+            )
+        });
+        while let Some((ub, node)) = stack.pop() {
             if let Some((b, wb)) = best {
-                if q.key < wb {
-                    break;
-                }
-                if !self.could_beat(level, q.node, b, wb, q.key) {
+                if ub < wb || !self.could_beat(level, node, b, wb, ub) {
                     continue;
                 }
             }
-            let node = index.nodes[q.node as usize];
-            if node.left != NONE {
-                for child in [node.left, node.right] {
-                    let key = index.upper_bound(child as usize, &bounds, &live);
+            let n = index.nodes[node as usize];
+            if n.left != NONE {
+                let l = index.upper_bound(n.left as usize, &lv.bounds, &lv.live);
+                let r = index.upper_bound(n.right as usize, &lv.bounds, &lv.live);
+                // The right child holds larger rows than the left only by
+                // accident of the split: order equal bounds by smallest row.
+                let left_first = l > r
+                    || (l == r
+                        && index.nodes[n.left as usize].min_row
+                            <= index.nodes[n.right as usize].min_row);
+                let (first, second) = if left_first {
+                    ((l, n.left), (r, n.right))
+                } else {
+                    ((r, n.right), (l, n.left))
+                };
+                for (key, child) in [second, first] {
                     if key > f64::NEG_INFINITY {
-                        queue.push(Queued {
-                            key,
-                            tie: index.nodes[child as usize].min_row,
-                            node: child,
-                        });
+                        stack.push((key, child));
                     }
                 }
                 continue;
             }
-            for p in node.start as usize..node.end as usize {
+            for p in n.start as usize..n.end as usize {
                 let row = index.row_at(p);
                 if self.apart_of_row.contains_key(&row) || exclude.contains(&row) {
                     continue;
                 }
                 let (raw, mult) = index.values_at(p);
-                let w = sum_weight(&self.levels[level], raw, mult);
+                let w = lv.weigh_tree_row(raw, mult);
                 let better =
                     best.is_none_or(|(b, wb)| w > wb || (w == wb && self.earlier(prev, row, b)));
                 if better && self.passes_fresh(row) {
                     best = Some((row, w));
+                    self.witness.set(Some(row));
                 }
             }
         }
@@ -804,66 +846,84 @@ impl<'a> Decision<'a> {
 
     /// The largest (or smallest) raw weight of column `c` over the hosts in the
     /// list of `level`; `None` when no host is.
-    fn column_extreme(&mut self, level: usize, c: usize, largest: bool) -> Option<f64> {
+    fn column_extreme(&self, level: usize, c: usize, largest: bool) -> Option<f64> {
         let improves =
             |v: f64, best: Option<f64>| best.is_none_or(|b| if largest { v > b } else { v < b });
         let mut best: Option<f64> = None;
-        let apart_rows: Vec<u32> = self.apart.iter().map(|a| a.row).collect();
-        for row in apart_rows {
-            if self.in_list(row) {
-                let v = self.raw_at(level, row)[c];
+        for apart in &self.apart {
+            if self.in_list(apart.row) {
+                let v = apart.raw_at(level)[c];
                 if improves(v, best) {
                     best = Some(v);
                 }
             }
         }
-        let index = self.index.clone();
-        let key_of = |node: usize| {
-            let (lo, hi) = index.raw_range(node, c);
+        let index = &*self.index;
+        let t = match index.columns[c].slot {
+            Slot::Tree(t) => t,
+            Slot::Uniform { raw, .. } => {
+                if improves(raw, best) && self.some_table_row_passes() {
+                    best = Some(raw);
+                }
+                return best;
+            }
+        };
+        let key_of = |node: u32| {
+            let (lo, hi) = index.raw_range(node as usize, t);
             if largest {
                 hi
             } else {
-                -lo
+                lo
             }
         };
-        let mut queue = BinaryHeap::new();
-        for &root in &index.roots {
-            if root != NONE {
-                queue.push(Queued {
-                    key: key_of(root as usize),
-                    tie: 0,
-                    node: root,
-                });
+        let mut stack: Vec<u32> = Vec::with_capacity(48);
+        stack.extend(index.roots.iter().copied().filter(|&r| r != NONE));
+        while let Some(node) = stack.pop() {
+            if !improves(key_of(node), best) {
+                continue;
             }
-        }
-        while let Some(q) = queue.pop() {
-            let bound = if largest { q.key } else { -q.key };
-            if !improves(bound, best) {
-                break;
-            }
-            let node = index.nodes[q.node as usize];
-            if node.left != NONE {
-                for child in [node.left, node.right] {
-                    queue.push(Queued {
-                        key: key_of(child as usize),
-                        tie: 0,
-                        node: child,
-                    });
+            let n = index.nodes[node as usize];
+            if n.left != NONE {
+                let (l, r) = (key_of(n.left), key_of(n.right));
+                // The child that may hold the extreme is searched first.
+                if improves(l, Some(r)) {
+                    stack.extend([n.right, n.left]);
+                } else {
+                    stack.extend([n.left, n.right]);
                 }
                 continue;
             }
-            for p in node.start as usize..node.end as usize {
+            for p in n.start as usize..n.end as usize {
                 let row = index.row_at(p);
                 if self.apart_of_row.contains_key(&row) {
                     continue;
                 }
-                let v = index.values_at(p).0[c];
+                let v = index.values_at(p).0[t];
                 if improves(v, best) && self.passes_fresh(row) {
                     best = Some(v);
+                    self.witness.set(Some(row));
                 }
             }
         }
         best
+    }
+
+    /// Whether some table row not held apart passes (is in the lists).
+    fn some_table_row_passes(&self) -> bool {
+        if let Some(w) = self.witness.get() {
+            if !self.apart_of_row.contains_key(&w) {
+                return true;
+            }
+        }
+        let index = &*self.index;
+        for p in 0..self.table.len() {
+            let row = index.row_at(p);
+            if !self.apart_of_row.contains_key(&row) && self.passes_fresh(row) {
+                self.witness.set(Some(row));
+                return true;
+            }
+        }
+        false
     }
 
     /// The hosts of the list of `level` in order, lazily: its pick, then the best
@@ -932,7 +992,7 @@ impl<'a> Decision<'a> {
         });
         self.sched.consume(&mut state, spec, uuid, self.now);
         let weighers = self.sched.weighers.weighers();
-        let mut raw = Vec::with_capacity(self.index.dims());
+        let mut raw = Vec::with_capacity(self.index.columns.len());
         let mut error = None;
         for col in &self.index.columns {
             let w = &weighers[col.weigher];

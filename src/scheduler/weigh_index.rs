@@ -6,10 +6,12 @@
 //! ([`RawDependence::Host`]), every row's raw weight (clamped to the weigher's
 //! `minval`/`maxval`, as nova clamps it) and multiplier are computed once per
 //! host state. A column that adds nothing to any request's weights (every
-//! multiplier 0.0) is left out. (A column with one raw value for every host is
-//! kept: the hosts a request consumes get other values.) The rows of each cell are split into a binary tree; each node
-//! keeps, per column, the range of the raw weights and of the multipliers below
-//! it, and its smallest row (nova's tie-break is the host order).
+//! multiplier 0.0) is left out. A column where every host has the same raw weight
+//! and multiplier is kept as those two numbers (the hosts a request consumes
+//! may get other values). The rows of each cell are split into a binary tree
+//! over the other columns; each node keeps, per column, the range of the raw
+//! weights and of the multipliers below it, and its smallest row (nova's
+//! tie-break is the host order).
 //!
 //! From a node's box, [`WeighIndex::upper_bound`] gives a number no host below it
 //! can exceed, with the weight computed exactly as nova sums it, in floating
@@ -41,6 +43,16 @@ pub(crate) struct Column {
     pub weigher: usize,
     pub minval: Option<f64>,
     pub maxval: Option<f64>,
+    pub slot: Slot,
+}
+
+/// Where a column's numbers are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Slot {
+    /// In the tree, at this position among its columns.
+    Tree(usize),
+    /// The same for every row of the table.
+    Uniform { raw: f64, mult: f64 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -75,11 +87,13 @@ pub(crate) struct WeighIndex {
     rows: Vec<u32>,
     /// Tree position of each table row.
     pos: Vec<u32>,
-    /// `raw[p * d + c]`, `mult[p * d + c]` for tree position `p`, column `c`.
+    /// Columns in the tree.
+    tree_dims: usize,
+    /// `raw[p * t + c]`, `mult[p * t + c]` for tree position `p`, tree column `c`.
     raw: Vec<f64>,
     mult: Vec<f64>,
     pub nodes: Vec<Node>,
-    /// `boxes[node * 4d + 4c + {RMIN, RMAX, MMIN, MMAX}]`.
+    /// `boxes[node * 4t + 4c + {RMIN, RMAX, MMIN, MMAX}]`.
     boxes: Vec<f64>,
     leaf_of_pos: Vec<u32>,
     /// Root node per cell of the table (`NONE`: the cell has no row).
@@ -173,12 +187,25 @@ impl WeighIndex {
                 dropped.push(j);
                 continue;
             }
+            let uniform = match (raw_by[j].first(), mult_by[j].first()) {
+                (Some(&r), Some(&m))
+                    if raw_by[j].iter().all(|&v| v.to_bits() == r.to_bits())
+                        && mult_by[j].iter().all(|&v| v.to_bits() == m.to_bits()) =>
+                {
+                    Some(Slot::Uniform { raw: r, mult: m })
+                }
+                _ => None,
+            };
+            let slot = uniform.unwrap_or_else(|| {
+                kept.push(j);
+                Slot::Tree(kept.len() - 1)
+            });
             columns.push(Column {
                 weigher: k,
                 minval,
                 maxval,
+                slot,
             });
-            kept.push(j);
         }
         let d = kept.len();
         let raw_of = |row: u32, c: usize| raw_by[kept[c]][row as usize];
@@ -241,6 +268,7 @@ impl WeighIndex {
             mask,
             usable,
             columns,
+            tree_dims: d,
             weighers,
             dropped,
             rows: order,
@@ -275,7 +303,7 @@ impl WeighIndex {
             .collect();
         let suffixed = keys_suffixed(&self.weighers);
         let mut next = self.clone();
-        let d = next.columns.len();
+        let d = next.tree_dims;
         let mut dirty: Vec<u32> = Vec::with_capacity(changed.len());
         for &row in changed {
             let w = weigh_row(&next.weighers, &indexed, suffixed, table.row(row));
@@ -286,10 +314,21 @@ impl WeighIndex {
                 return None;
             }
             let p = next.pos[row] as usize;
-            for (c, col) in next.columns.clone().iter().enumerate() {
+            for col in &self.columns {
                 let j = indexed.iter().position(|&k| k == col.weigher).unwrap_or(0);
-                next.raw[p * d + c] = w.raw[j];
-                next.mult[p * d + c] = w.mult[j];
+                match col.slot {
+                    Slot::Tree(c) => {
+                        next.raw[p * d + c] = w.raw[j];
+                        next.mult[p * d + c] = w.mult[j];
+                    }
+                    Slot::Uniform { raw, mult } => {
+                        if w.raw[j].to_bits() != raw.to_bits()
+                            || w.mult[j].to_bits() != mult.to_bits()
+                        {
+                            return None;
+                        }
+                    }
+                }
             }
             dirty.push(next.leaf_of_pos[p]);
         }
@@ -306,7 +345,7 @@ impl WeighIndex {
     }
 
     fn refit_node(&mut self, id: usize) {
-        let d = self.columns.len();
+        let d = self.tree_dims;
         let node = self.nodes[id];
         let mut b = vec![0.0; 4 * d];
         for c in 0..d {
@@ -339,36 +378,44 @@ impl WeighIndex {
         self.boxes[id * 4 * d..(id + 1) * 4 * d].copy_from_slice(&b);
     }
 
-    pub(crate) fn dims(&self) -> usize {
-        self.columns.len()
-    }
-
     /// The table row at tree position `p`.
     #[inline]
     pub(crate) fn row_at(&self, p: usize) -> u32 {
         self.rows[p]
     }
 
-    /// Raw weights and multipliers at tree position `p`, one per column.
+    /// Raw weights and multipliers at tree position `p`, one per tree column.
     #[inline]
     pub(crate) fn values_at(&self, p: usize) -> (&[f64], &[f64]) {
-        let d = self.columns.len();
+        let d = self.tree_dims;
         (
             &self.raw[p * d..(p + 1) * d],
             &self.mult[p * d..(p + 1) * d],
         )
     }
 
-    /// Raw weights and multipliers of table row `row`.
+    /// Raw weights and multipliers of table row `row`, one per tree column.
     #[inline]
     pub(crate) fn values_of_row(&self, row: usize) -> (&[f64], &[f64]) {
         self.values_at(self.pos[row] as usize)
     }
 
-    /// Column `c`'s raw weights below `node`: `(min, max)`.
+    /// Raw weights and multipliers of table row `row`, one per column.
+    pub(crate) fn row_values(&self, row: usize) -> (Vec<f64>, Vec<f64>) {
+        let (raw, mult) = self.values_at(self.pos[row] as usize);
+        self.columns
+            .iter()
+            .map(|col| match col.slot {
+                Slot::Tree(c) => (raw[c], mult[c]),
+                Slot::Uniform { raw, mult } => (raw, mult),
+            })
+            .unzip()
+    }
+
+    /// Tree column `c`'s raw weights below `node`: `(min, max)`.
     #[inline]
     pub(crate) fn raw_range(&self, node: usize, c: usize) -> (f64, f64) {
-        let b = &self.boxes[node * 4 * self.columns.len() + 4 * c..];
+        let b = &self.boxes[node * 4 * self.tree_dims + 4 * c..];
         (b[RMIN], b[RMAX])
     }
 
@@ -377,15 +424,22 @@ impl WeighIndex {
     /// weight in it) weighs more than this. `live[c]` is false where `lo == hi`
     /// (the column adds ±0.0).
     pub(crate) fn upper_bound(&self, node: usize, bounds: &[(f64, f64)], live: &[bool]) -> f64 {
-        let d = self.columns.len();
+        let d = self.tree_dims;
         let b = &self.boxes[node * 4 * d..(node + 1) * 4 * d];
         let mut total = 0.0;
-        for c in 0..d {
-            if !live[c] {
+        for (col, (&(lo, hi), &live)) in self.columns.iter().zip(bounds.iter().zip(live)) {
+            if !live {
                 continue;
             }
-            let (lo, hi) = bounds[c];
             let range = hi - lo;
+            let c = match col.slot {
+                Slot::Tree(c) => c,
+                // Every row below weighs exactly this here.
+                Slot::Uniform { raw, mult } => {
+                    total += mult * ((raw - lo) / range);
+                    continue;
+                }
+            };
             // Hosts of the list have normalized weights in [0, 1].
             let n_hi = ((b[4 * c + RMAX] - lo) / range).min(1.0);
             let n_lo = ((b[4 * c + RMIN] - lo) / range).max(0.0);
