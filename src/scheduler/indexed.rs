@@ -760,7 +760,7 @@ impl<'a> Decision<'a> {
                 return ub > wb;
             }
         }
-        self.index.nodes[node as usize].min_row < best
+        self.index.nodes()[node as usize].min_row < best
     }
 
     /// The first host of the list of `level` (its pick aside) that is not in
@@ -786,16 +786,16 @@ impl<'a> Decision<'a> {
         }
         // (bound, node): the top of the stack is searched next.
         let mut stack: Vec<(f64, u32)> = Vec::with_capacity(48);
-        for (c, &root) in index.roots.iter().enumerate() {
+        for (c, &root) in index.roots().iter().enumerate() {
             if root != NONE && cell.is_none_or(|want| want as usize == c) {
                 stack.push((index.upper_bound(root as usize, &lv.bounds, &lv.live), root));
             }
         }
         stack.sort_by(|a, b| {
             a.0.total_cmp(&b.0).then(
-                index.nodes[b.1 as usize]
+                index.nodes()[b.1 as usize]
                     .min_row
-                    .cmp(&index.nodes[a.1 as usize].min_row),
+                    .cmp(&index.nodes()[a.1 as usize].min_row),
             )
         });
         while let Some((ub, node)) = stack.pop() {
@@ -804,7 +804,7 @@ impl<'a> Decision<'a> {
                     continue;
                 }
             }
-            let n = index.nodes[node as usize];
+            let n = index.nodes()[node as usize];
             if n.left != NONE {
                 let l = index.upper_bound(n.left as usize, &lv.bounds, &lv.live);
                 let r = index.upper_bound(n.right as usize, &lv.bounds, &lv.live);
@@ -812,8 +812,8 @@ impl<'a> Decision<'a> {
                 // accident of the split: order equal bounds by smallest row.
                 let left_first = l > r
                     || (l == r
-                        && index.nodes[n.left as usize].min_row
-                            <= index.nodes[n.right as usize].min_row);
+                        && index.nodes()[n.left as usize].min_row
+                            <= index.nodes()[n.right as usize].min_row);
                 let (first, second) = if left_first {
                     ((l, n.left), (r, n.right))
                 } else {
@@ -877,12 +877,12 @@ impl<'a> Decision<'a> {
             }
         };
         let mut stack: Vec<u32> = Vec::with_capacity(48);
-        stack.extend(index.roots.iter().copied().filter(|&r| r != NONE));
+        stack.extend(index.roots().iter().copied().filter(|&r| r != NONE));
         while let Some(node) = stack.pop() {
             if !improves(key_of(node), best) {
                 continue;
             }
-            let n = index.nodes[node as usize];
+            let n = index.nodes()[node as usize];
             if n.left != NONE {
                 let (l, r) = (key_of(n.left), key_of(n.right));
                 // The child that may hold the extreme is searched first.

@@ -19,19 +19,25 @@ use std::sync::{Arc, Mutex};
 /// Hosts in nova's order, shared between requests (see the module docs).
 pub struct HostTable {
     rows: Vec<Arc<HostState>>,
+    /// What a change of rows keeps (shared between a table and its changed copies).
+    layout: Arc<Layout>,
+    /// Built on first use, per weigher pipeline and set of weigher columns.
+    indexes: Mutex<Vec<Arc<WeighIndex>>>,
+}
+
+/// The rows' cells and uuids.
+struct Layout {
     /// Per row: index into `cells`.
     row_cell: Vec<u16>,
     cells: Vec<Arc<str>>,
     by_uuid: FxHashMap<Arc<str>, u32>,
-    /// Built on first use, per weigher pipeline and set of weigher columns.
-    indexes: Mutex<Vec<Arc<WeighIndex>>>,
 }
 
 impl std::fmt::Debug for HostTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostTable")
             .field("rows", &self.rows.len())
-            .field("cells", &self.cells)
+            .field("cells", &self.layout.cells)
             .finish()
     }
 }
@@ -71,9 +77,11 @@ impl HostTable {
         }
         HostTable {
             rows,
-            row_cell,
-            cells,
-            by_uuid,
+            layout: Arc::new(Layout {
+                row_cell,
+                cells,
+                by_uuid,
+            }),
             indexes: Mutex::new(Vec::new()),
         }
     }
@@ -97,15 +105,15 @@ impl HostTable {
 
     /// The row of the compute node with this uuid (its resource provider uuid).
     pub fn row_of_uuid(&self, uuid: &str) -> Option<usize> {
-        self.by_uuid.get(uuid).map(|&r| r as usize)
+        self.layout.by_uuid.get(uuid).map(|&r| r as usize)
     }
 
     pub(crate) fn cell_of(&self, row: usize) -> u16 {
-        self.row_cell[row]
+        self.layout.row_cell[row]
     }
 
     pub(crate) fn cell_count(&self) -> usize {
-        self.cells.len()
+        self.layout.cells.len()
     }
 
     /// This table with `changes` (row, new state) applied. Every row keeps its
@@ -120,9 +128,7 @@ impl HostTable {
         let changed: Vec<usize> = changes.iter().map(|(r, _)| *r).collect();
         let table = HostTable {
             rows,
-            row_cell: self.row_cell.clone(),
-            cells: self.cells.clone(),
-            by_uuid: self.by_uuid.clone(),
+            layout: Arc::clone(&self.layout),
             indexes: Mutex::new(Vec::new()),
         };
         let carried: Vec<Arc<WeighIndex>> = lock(&self.indexes)

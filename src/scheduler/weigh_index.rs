@@ -80,6 +80,19 @@ pub(crate) struct WeighIndex {
     pub usable: bool,
     pub columns: Vec<Column>,
     weighers: Arc<Vec<Box<dyn HostWeigher>>>,
+    /// What changed rows keep (shared with the index's changed copies).
+    shape: Arc<Shape>,
+    /// Columns in the tree.
+    tree_dims: usize,
+    /// `raw[p * t + c]`, `mult[p * t + c]` for tree position `p`, tree column `c`.
+    raw: Vec<f64>,
+    mult: Vec<f64>,
+    /// `boxes[node * 4t + 4c + {RMIN, RMAX, MMIN, MMAX}]`.
+    boxes: Vec<f64>,
+}
+
+/// The tree and which row sits where in it.
+pub(crate) struct Shape {
     /// Weighers left out (every multiplier 0.0: they add ±0.0 to every weight),
     /// by position among the indexed ones; checked again for changed rows.
     dropped: Vec<usize>,
@@ -87,14 +100,7 @@ pub(crate) struct WeighIndex {
     rows: Vec<u32>,
     /// Tree position of each table row.
     pos: Vec<u32>,
-    /// Columns in the tree.
-    tree_dims: usize,
-    /// `raw[p * t + c]`, `mult[p * t + c]` for tree position `p`, tree column `c`.
-    raw: Vec<f64>,
-    mult: Vec<f64>,
     pub nodes: Vec<Node>,
-    /// `boxes[node * 4t + 4c + {RMIN, RMAX, MMIN, MMAX}]`.
-    boxes: Vec<f64>,
     leaf_of_pos: Vec<u32>,
     /// Root node per cell of the table (`NONE`: the cell has no row).
     pub roots: Vec<u32>,
@@ -270,18 +276,20 @@ impl WeighIndex {
             columns,
             tree_dims: d,
             weighers,
-            dropped,
-            rows: order,
-            pos,
             raw,
             mult,
             boxes: vec![0.0; nodes.len() * 4 * d],
-            nodes,
-            leaf_of_pos,
-            roots,
+            shape: Arc::new(Shape {
+                dropped,
+                rows: order,
+                pos,
+                nodes,
+                leaf_of_pos,
+                roots,
+            }),
         };
         // Children come after their parent: fill the boxes from the last node back.
-        for id in (0..index.nodes.len()).rev() {
+        for id in (0..index.shape.nodes.len()).rev() {
             index.refit_node(id);
         }
         index
@@ -295,7 +303,7 @@ impl WeighIndex {
         table: &HostTable,
         changed: &[usize],
     ) -> Option<WeighIndex> {
-        if table.len() != self.pos.len() {
+        if table.len() != self.shape.pos.len() {
             return None;
         }
         let indexed: Vec<usize> = (0..self.weighers.len())
@@ -310,16 +318,20 @@ impl WeighIndex {
             if !w.ok {
                 return None;
             }
-            if next.dropped.iter().any(|&j| w.mult[j] != 0.0) {
+            if next.shape.dropped.iter().any(|&j| w.mult[j] != 0.0) {
                 return None;
             }
-            let p = next.pos[row] as usize;
+            let p = next.shape.pos[row] as usize;
+            let mut moved = false;
             for col in &self.columns {
                 let j = indexed.iter().position(|&k| k == col.weigher).unwrap_or(0);
                 match col.slot {
                     Slot::Tree(c) => {
-                        next.raw[p * d + c] = w.raw[j];
-                        next.mult[p * d + c] = w.mult[j];
+                        let at = p * d + c;
+                        moved |= next.raw[at].to_bits() != w.raw[j].to_bits()
+                            || next.mult[at].to_bits() != w.mult[j].to_bits();
+                        next.raw[at] = w.raw[j];
+                        next.mult[at] = w.mult[j];
                     }
                     Slot::Uniform { raw, mult } => {
                         if w.raw[j].to_bits() != raw.to_bits()
@@ -330,7 +342,9 @@ impl WeighIndex {
                     }
                 }
             }
-            dirty.push(next.leaf_of_pos[p]);
+            if moved {
+                dirty.push(next.shape.leaf_of_pos[p]);
+            }
         }
         dirty.sort_unstable();
         dirty.dedup();
@@ -338,7 +352,7 @@ impl WeighIndex {
             let mut node = leaf;
             while node != NONE {
                 next.refit_node(node as usize);
-                node = next.nodes[node as usize].parent;
+                node = next.shape.nodes[node as usize].parent;
             }
         }
         Some(next)
@@ -346,7 +360,7 @@ impl WeighIndex {
 
     fn refit_node(&mut self, id: usize) {
         let d = self.tree_dims;
-        let node = self.nodes[id];
+        let node = self.shape.nodes[id];
         let mut b = vec![0.0; 4 * d];
         for c in 0..d {
             b[4 * c + RMIN] = f64::INFINITY;
@@ -381,7 +395,15 @@ impl WeighIndex {
     /// The table row at tree position `p`.
     #[inline]
     pub(crate) fn row_at(&self, p: usize) -> u32 {
-        self.rows[p]
+        self.shape.rows[p]
+    }
+
+    pub(crate) fn nodes(&self) -> &[Node] {
+        &self.shape.nodes
+    }
+
+    pub(crate) fn roots(&self) -> &[u32] {
+        &self.shape.roots
     }
 
     /// Raw weights and multipliers at tree position `p`, one per tree column.
@@ -397,12 +419,12 @@ impl WeighIndex {
     /// Raw weights and multipliers of table row `row`, one per tree column.
     #[inline]
     pub(crate) fn values_of_row(&self, row: usize) -> (&[f64], &[f64]) {
-        self.values_at(self.pos[row] as usize)
+        self.values_at(self.shape.pos[row] as usize)
     }
 
     /// Raw weights and multipliers of table row `row`, one per column.
     pub(crate) fn row_values(&self, row: usize) -> (Vec<f64>, Vec<f64>) {
-        let (raw, mult) = self.values_at(self.pos[row] as usize);
+        let (raw, mult) = self.values_at(self.shape.pos[row] as usize);
         self.columns
             .iter()
             .map(|col| match col.slot {
