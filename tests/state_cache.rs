@@ -673,3 +673,114 @@ async fn a_server_group_without_hosts_gets_its_members_hosts_from_the_main_datab
         assert_eq!(spec.instance_group.unwrap().hosts, want, "{sent}");
     }
 }
+
+/// The cache's decision table (`HostStateCache::table`) holds what a read of every
+/// host gives at the same time, after each kind of change; hosts that did not
+/// change keep their shared state (the table was brought up to date, not built
+/// again), until rows come or go.
+#[tokio::test]
+async fn decision_table_follows_the_cache() {
+    let opts = CacheOptions {
+        consumption_ttl: Duration::from_secs(60),
+        ..CacheOptions::default()
+    };
+    let c = cloud("table", opts).await;
+    let check = |now: chrono::DateTime<Utc>| {
+        let c = &c;
+        async move {
+            let table = c.cache.table(now).await.expect("table");
+            let read = c.cache.host_states(None, None, now).await.expect("read");
+            let rows: Vec<HostState> = table.rows().iter().map(|h| (**h).clone()).collect();
+            assert_eq!(rows, read, "the table must hold what a read gives");
+            table
+        }
+    };
+    let row_of = |table: &nova_scheduler::scheduler::HostTable, name: &str| {
+        (0..table.len())
+            .find(|&r| &*table.row(r).nodename == name)
+            .expect(name)
+    };
+    let now = Utc::now();
+    let first = check(now).await;
+    assert_eq!(first.len(), 3);
+
+    // In-place changes: a node's resources, a disabled service, an instance moved.
+    exec(
+        &c.cell1,
+        &[
+            "UPDATE compute_nodes SET free_ram_mb = 777, updated_at = UTC_TIMESTAMP() WHERE id = 1"
+                .to_string(),
+            "UPDATE services SET disabled = 1, updated_at = UTC_TIMESTAMP() WHERE id = 2"
+                .to_string(),
+            "UPDATE instances SET host = 'c1-b', node = 'c1-b', updated_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
+                .to_string(),
+        ],
+    )
+    .await;
+    c.cache.refresh().await;
+    let second = check(now).await;
+    let c2a = row_of(&second, "c2-a");
+    assert!(
+        Arc::ptr_eq(second.row(c2a), first.row(c2a)),
+        "c2-a did not change"
+    );
+    assert_eq!(second.row(row_of(&second, "c1-a")).free_ram_mb, 777);
+
+    // A retained decision, then its ttl running out.
+    let cell1 = c.store.cells()[0].uuid.clone();
+    let flavor = Consumption {
+        memory_mb: 1024,
+        root_gb: 1,
+        ephemeral_gb: 0,
+        vcpus: 1,
+    };
+    c.cache.retain(&cell1, &uuid(1, 2), flavor, now);
+    let third = check(now).await;
+    let c1b = row_of(&third, "c1-b");
+    assert_eq!(
+        third.row(c1b).free_ram_mb,
+        second.row(c1b).free_ram_mb - 1024
+    );
+    assert!(Arc::ptr_eq(third.row(c2a), first.row(c2a)));
+    let later = now + chrono::Duration::seconds(61);
+    let fourth = check(later).await;
+    assert_eq!(fourth.row(c1b).free_ram_mb, second.row(c1b).free_ram_mb);
+
+    // Casts from nova-compute.
+    c.cache
+        .update_instance_info("c2-a", &[("cast-1".into(), None)]);
+    let fifth = check(later).await;
+    assert!(fifth.row(c2a).instances.contains("cast-1"));
+
+    // A new node: the rows are built again, the new one included.
+    exec(
+        &c.cell2,
+        &[
+            service_sql(2, "c2-new")
+                .replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()"),
+            node_sql(2, "c2-new", &uuid(2, 2), 4000)
+                .replace("UTC_TIMESTAMP() - INTERVAL 1 HOUR", "UTC_TIMESTAMP()"),
+        ],
+    )
+    .await;
+    c.cache.refresh().await;
+    let sixth = check(later).await;
+    assert_eq!(sixth.len(), 4);
+    // A provider of the request that no cell has shown yet is read for it.
+    exec(
+        &c.cell1,
+        &[
+            service_sql(4, "c1-late"),
+            node_sql(4, "c1-late", &uuid(1, 4), 2000),
+        ],
+    )
+    .await;
+    let late = c
+        .cache
+        .table_for(&[uuid(1, 4), "not-a-node".to_string()], later)
+        .await
+        .expect("table");
+    assert!(late.row_of_uuid(&uuid(1, 4)).is_some());
+    check(later).await;
+}

@@ -14,11 +14,26 @@ pub(super) struct AggregateCache {
     by_id: BTreeMap<i64, Arc<Aggregate>>,
     /// Fx-hashed: looked up for every candidate host of every request.
     by_host: rustc_hash::FxHashMap<String, BTreeSet<i64>>,
+    /// Changes with every change of the aggregates (unique in the process).
+    generation: u64,
+}
+
+fn next_generation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl AggregateCache {
+    /// Tells one state of the aggregates from any other.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn new(aggregates: Vec<Aggregate>) -> Self {
-        let mut cache = AggregateCache::default();
+        let mut cache = AggregateCache {
+            generation: next_generation(),
+            ..AggregateCache::default()
+        };
         for agg in aggregates {
             for host in &agg.hosts {
                 cache
@@ -35,6 +50,7 @@ impl AggregateCache {
     /// nova's `_update_aggregate`: replace by id, add the listed hosts, and drop the
     /// aggregate from hosts no longer listed.
     pub fn update(&mut self, agg: Aggregate) {
+        self.generation = next_generation();
         let id = agg.id;
         for host in &agg.hosts {
             self.by_host.entry(host.clone()).or_default().insert(id);
@@ -49,6 +65,7 @@ impl AggregateCache {
 
     /// nova's `delete_aggregate`: forget it by id and remove it from every host.
     pub fn delete(&mut self, id: i64) {
+        self.generation = next_generation();
         self.by_id.remove(&id);
         for ids in self.by_host.values_mut() {
             ids.remove(&id);

@@ -24,6 +24,7 @@ use super::compute::{self, ComputeNodeRow, ServiceRow};
 use super::queries::{self, Change, HostInstance, InstanceRow};
 use super::{read, write, HostStateStore, StateError};
 use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
+use crate::scheduler::HostTable;
 use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
 use futures_util::future::join_all;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -104,6 +105,12 @@ struct CellCache {
     watermark: Option<NaiveDateTime>,
     last_full: Option<Instant>,
     pci_stats: compute::PciStatsInterner,
+    /// Hosts whose joined state may have changed since the decision table last
+    /// read them (their node, service, instances or retained decisions).
+    changed_hosts: FxHashSet<String>,
+    /// A node or a host's service came or went: the decision table's rows are
+    /// built again.
+    rows_changed: bool,
 }
 
 /// Counters of the cache's work, for logs and the benchmark report.
@@ -121,6 +128,23 @@ pub struct HostStateCache {
     cells: RwLock<HashMap<String, Arc<RwLock<CellCache>>>>,
     unknown_uuids: Mutex<HashMap<String, Instant>>,
     last_aggregate_load: Mutex<Instant>,
+    /// Every enabled cell's host states as a table for the indexed decision; built
+    /// on first use, then kept up to date from the changed hosts.
+    decision_table: Mutex<Option<DecisionTable>>,
+}
+
+/// The host states of every enabled cell as a request would read them (see
+/// [`HostStateCache::table`]), and what is needed to keep them up to date.
+struct DecisionTable {
+    table: Arc<HostTable>,
+    /// The cells read, by uuid, in table order.
+    cells: Vec<(String, Arc<RwLock<CellCache>>)>,
+    /// `AggregateCache::generation` when read.
+    aggregates: u64,
+    /// (cell position, host) → its rows and their node ids.
+    rows_of_host: FxHashMap<(usize, String), Vec<(usize, i64)>>,
+    /// When a retained decision stops applying to a host: (time, cell position, host).
+    expiries: BTreeSet<(DateTime<Utc>, usize, String)>,
 }
 
 // === impl CellCache ===
@@ -164,11 +188,17 @@ impl CellCache {
         }
         cache.instances_by_host = by_host.into_iter().map(|(h, s)| (h, Arc::new(s))).collect();
         cache.flavors_by_host = flavors.into_iter().map(|(h, f)| (h, Arc::new(f))).collect();
+        cache.rows_changed = true;
         cache
     }
 
     fn upsert_service(&mut self, svc: ServiceRow) {
         if let Some(host) = svc.host.clone() {
+            if self.services.contains_key(&host) {
+                self.changed_hosts.insert(host.clone());
+            } else {
+                self.rows_changed = true;
+            }
             self.services
                 .insert(host, (svc.id, compute::service_info(&svc)));
         }
@@ -178,6 +208,7 @@ impl CellCache {
         if let Some(host) = &svc.host {
             if self.services.get(host).is_some_and(|s| s.0 == svc.id) {
                 self.services.remove(host);
+                self.rows_changed = true;
             }
         }
     }
@@ -202,6 +233,13 @@ impl CellCache {
                 }
             }
         }
+        match previous {
+            Some(p) if row.host.as_deref() == Some(&*p.state.host) => {
+                self.changed_hosts.insert(p.state.host.to_string());
+            }
+            _ => self.rows_changed = true,
+        }
+        let previous = self.nodes.get(&id);
         let retained = previous
             .map(|p| still_pending(&p.retained, row.updated_at))
             .unwrap_or_default();
@@ -240,6 +278,7 @@ impl CellCache {
 
     fn delete_node(&mut self, id: i64) {
         if let Some(node) = self.nodes.remove(&id) {
+            self.rows_changed = true;
             if let Some(u) = node.uuid {
                 if self.node_by_uuid.get(&u) == Some(&id) {
                     self.node_by_uuid.remove(&u);
@@ -273,6 +312,7 @@ impl CellCache {
         }
         self.instance_host
             .insert(uuid.to_string(), host.to_string());
+        self.changed_hosts.insert(host.to_string());
         let set = self.instances_by_host.entry(host.to_string()).or_default();
         if !set.contains(uuid) {
             Arc::make_mut(set).insert(uuid.to_string());
@@ -286,6 +326,7 @@ impl CellCache {
     }
 
     fn remove_instance(&mut self, host: &str, uuid: &str) {
+        self.changed_hosts.insert(host.to_string());
         if self.instance_host.get(uuid).is_some_and(|h| h == host) {
             self.instance_host.remove(uuid);
         }
@@ -364,6 +405,20 @@ impl CellCache {
     }
 }
 
+impl CellCache {
+    /// When the earliest of node `id`'s retained decisions applied at `now` stops
+    /// applying (its `ttl` runs out).
+    fn retained_until(&self, id: i64, now: DateTime<Utc>, ttl: Duration) -> Option<DateTime<Utc>> {
+        let node = self.nodes.get(&id)?;
+        let ttl = ChronoDuration::from_std(ttl).ok()?;
+        still_pending(&node.retained, node.row_updated)
+            .iter()
+            .filter(|r| now - r.at < ttl)
+            .filter_map(|r| r.at.checked_add_signed(ttl))
+            .min()
+    }
+}
+
 /// nova's rule: a compute node row written after a decision already shows it.
 fn still_pending(retained: &[Retained], row_updated: Option<NaiveDateTime>) -> Vec<Retained> {
     retained
@@ -383,6 +438,7 @@ impl HostStateCache {
             opts,
             cells: RwLock::new(HashMap::new()),
             unknown_uuids: Mutex::new(HashMap::new()),
+            decision_table: Mutex::new(None),
             last_aggregate_load: Mutex::new(Instant::now()),
         }
     }
@@ -476,6 +532,7 @@ impl HostStateCache {
             }
             let started = Instant::now();
             let stats = self.refresh().await;
+            self.update_table(Utc::now()).await;
             tracing::trace!(
                 services = stats.services,
                 nodes = stats.nodes,
@@ -817,6 +874,89 @@ impl HostStateCache {
         }
     }
 
+    /// The host states of every enabled cell, as [`host_states`](Self::host_states)
+    /// gives them for `now` with no uuid and no cell, as a table (same order,
+    /// same states). Built once, then brought up to date from the hosts changed
+    /// since (a refresh pass, an instance cast, a retained decision, a retained
+    /// decision running out); built again when nodes, services, cells or
+    /// aggregates come or go.
+    pub async fn table(&self, now: DateTime<Utc>) -> Result<Arc<HostTable>, StateError> {
+        let mut selected = self.store.select_cells(None).await?;
+        selected.sort_by(|a, b| a.cell.uuid.cmp(&b.cell.uuid));
+        for db in &selected {
+            if self.cell(&db.cell.uuid).is_none() {
+                self.full_load(db).await;
+            }
+        }
+        let cells: Vec<(String, Arc<RwLock<CellCache>>)> = selected
+            .iter()
+            .filter_map(|db| Some((db.cell.uuid.clone(), self.cell(&db.cell.uuid)?)))
+            .collect();
+        Ok(self.table_of(cells, now))
+    }
+
+    /// [`table`](Self::table), after reading from the cells any of `uuids` the
+    /// table does not hold (as `host_states` does for a request's providers).
+    pub async fn table_for(
+        &self,
+        uuids: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Arc<HostTable>, StateError> {
+        let table = self.table(now).await?;
+        let missing: Vec<String> = uuids
+            .iter()
+            .filter(|u| table.row_of_uuid(u).is_none())
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return Ok(table);
+        }
+        let selected = self.store.select_cells(None).await?;
+        self.fetch_unknown(&selected, &missing).await;
+        self.table(now).await
+    }
+
+    /// Brings the table up to date when one was built (after a refresh pass, so
+    /// that requests seldom have to).
+    async fn update_table(&self, now: DateTime<Utc>) {
+        let built = lock(&self.decision_table).is_some();
+        if built {
+            if let Err(e) = self.table(now).await {
+                tracing::debug!(error = %e, "decision table not updated");
+            }
+        }
+    }
+
+    fn table_of(
+        &self,
+        cells: Vec<(String, Arc<RwLock<CellCache>>)>,
+        now: DateTime<Utc>,
+    ) -> Arc<HostTable> {
+        let retain = self
+            .opts
+            .retain_consumption
+            .then_some((now, self.opts.consumption_ttl));
+        let aggregates = read(&self.store.aggregates);
+        let mut kept = lock(&self.decision_table);
+        if let Some(dt) = kept.as_mut() {
+            let same_cells = dt.cells.len() == cells.len()
+                && dt
+                    .cells
+                    .iter()
+                    .zip(&cells)
+                    .all(|(a, b)| a.0 == b.0 && Arc::ptr_eq(&a.1, &b.1));
+            if same_cells && dt.aggregates == aggregates.generation() {
+                if let Some(table) = dt.bring_up_to_date(&aggregates, retain, now) {
+                    return table;
+                }
+            }
+        }
+        let built = DecisionTable::build(cells, &aggregates, retain, now);
+        let table = Arc::clone(&built.table);
+        *kept = Some(built);
+        table
+    }
+
     /// Retains one decision: `what` was consumed on node `node_uuid` of `cell_uuid` at `at`.
     pub fn retain(&self, cell_uuid: &str, node_uuid: &str, what: Consumption, at: DateTime<Utc>) {
         if !self.opts.retain_consumption {
@@ -831,6 +971,8 @@ impl HostStateCache {
         };
         if let Some(node) = c.nodes.get_mut(&id) {
             node.retained.push(Retained { at, what });
+            let host = node.state.host.to_string();
+            c.changed_hosts.insert(host);
         }
     }
 
@@ -886,6 +1028,108 @@ impl HostStateCache {
             .map(|c| read(c).nodes.len())
             .sum()
     }
+}
+
+// === impl DecisionTable ===
+
+impl DecisionTable {
+    /// Every node of `cells` that a request would see, as `host_states` reads them.
+    fn build(
+        cells: Vec<(String, Arc<RwLock<CellCache>>)>,
+        aggregates: &super::aggregates::AggregateCache,
+        retain: Option<(DateTime<Utc>, Duration)>,
+        now: DateTime<Utc>,
+    ) -> DecisionTable {
+        let mut rows: Vec<Arc<HostState>> = Vec::new();
+        let mut rows_of_host: FxHashMap<(usize, String), Vec<(usize, i64)>> = FxHashMap::default();
+        let mut expiries = BTreeSet::new();
+        let mut seen: FxHashSet<(Arc<str>, Arc<str>)> = FxHashSet::default();
+        for (k, (_, cell)) in cells.iter().enumerate() {
+            let mut c = write(cell);
+            c.rows_changed = false;
+            c.changed_hosts.clear();
+            let c = &*c;
+            for &id in c.nodes.keys() {
+                let Some(state) = c.host_state(id, aggregates, retain) else {
+                    continue;
+                };
+                // As `host_states`: a node seen in an earlier cell is skipped.
+                if !seen.insert((state.host.clone(), state.nodename.clone())) {
+                    continue;
+                }
+                if let Some((_, ttl)) = retain {
+                    if let Some(until) = c.retained_until(id, now, ttl) {
+                        expiries.insert((until, k, state.host.to_string()));
+                    }
+                }
+                rows_of_host
+                    .entry((k, state.host.to_string()))
+                    .or_default()
+                    .push((rows.len(), id));
+                rows.push(Arc::new(state));
+            }
+        }
+        DecisionTable {
+            table: Arc::new(HostTable::from_shared(rows)),
+            cells,
+            aggregates: aggregates.generation(),
+            rows_of_host,
+            expiries,
+        }
+    }
+
+    /// The table with the changed hosts read again; `None` when it must be built
+    /// again (rows came or went).
+    fn bring_up_to_date(
+        &mut self,
+        aggregates: &super::aggregates::AggregateCache,
+        retain: Option<(DateTime<Utc>, Duration)>,
+        now: DateTime<Utc>,
+    ) -> Option<Arc<HostTable>> {
+        let mut hosts: BTreeSet<(usize, String)> = BTreeSet::new();
+        while let Some(first) = self.expiries.first() {
+            if first.0 > now {
+                break;
+            }
+            let (_, k, host) = self.expiries.pop_first()?;
+            hosts.insert((k, host));
+        }
+        for (k, (_, cell)) in self.cells.iter().enumerate() {
+            let mut c = write(cell);
+            if c.rows_changed {
+                return None;
+            }
+            hosts.extend(c.changed_hosts.drain().map(|h| (k, h)));
+        }
+        if hosts.is_empty() {
+            return Some(Arc::clone(&self.table));
+        }
+        let mut changes = Vec::new();
+        for (k, host) in hosts {
+            let Some(rows) = self.rows_of_host.get(&(k, host)) else {
+                // A host without a node in the table (a service alone).
+                continue;
+            };
+            let c = read(&self.cells[k].1);
+            for &(row, id) in rows {
+                let state = c.host_state(id, aggregates, retain)?;
+                if let Some((_, ttl)) = retain {
+                    if let Some(until) = c.retained_until(id, now, ttl) {
+                        self.expiries.insert((until, k, state.host.to_string()));
+                    }
+                }
+                changes.push((row, Arc::new(state)));
+            }
+        }
+        if !changes.is_empty() {
+            self.table = Arc::new(self.table.with_changes(changes));
+        }
+        Some(Arc::clone(&self.table))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
