@@ -259,6 +259,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             prefilters: prefilter_options(&config)?,
             load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier
                 != 0.0,
+            indexed_decision: config.nova_scheduler_rs.indexed_decision,
         },
     );
     let (notifier, notification_publisher) = notifier(&config)?;

@@ -26,7 +26,10 @@ use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
-use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
+use crate::scheduler::{
+    ClaimError, Claimer, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest,
+    Scheduler,
+};
 use crate::state::{Consumption, HostStateCache, HostStateStore};
 use chrono::Utc;
 use rand::rngs::StdRng;
@@ -62,6 +65,29 @@ pub struct ManagerOptions {
     /// Read the instances' system metadata for ImagePropertiesWeigher (only when
     /// `image_props_weight_multiplier` is not 0.0; nova's weigher reads nothing then).
     pub load_instance_system_metadata: bool,
+    /// `[nova_scheduler_rs] indexed_decision`: with the warm cache, decide over its
+    /// table of host states (`Scheduler::schedule_table`) instead of a copy of
+    /// every candidate's state.
+    pub indexed_decision: bool,
+}
+
+/// A request's candidate hosts: copies of their states, or rows of the cache's
+/// decision table with the request's allocation candidates.
+enum RequestHosts {
+    States(Vec<HostState>),
+    Table {
+        table: Arc<HostTable>,
+        rows: RowCandidates,
+    },
+}
+
+impl RequestHosts {
+    fn len(&self) -> usize {
+        match self {
+            RequestHosts::States(states) => states.len(),
+            RequestHosts::Table { rows, .. } => rows.len(),
+        }
+    }
 }
 
 pub struct SchedulerManager {
@@ -246,7 +272,7 @@ impl SchedulerManager {
         let mark = Instant::now();
         let now = Utc::now();
         let use_placement = candidates_by_rp.is_some();
-        let hosts = self
+        let mut hosts = self
             .host_states(
                 compute_uuids.as_deref(),
                 cell.as_deref(),
@@ -314,7 +340,7 @@ impl SchedulerManager {
                 let batched = self
                     .schedule_batched(
                         index,
-                        hosts,
+                        &mut hosts,
                         request,
                         spec_before,
                         cell.as_deref(),
@@ -332,11 +358,15 @@ impl SchedulerManager {
                 if claiming {
                     claim_attempts = 1;
                 }
-                self.schedule_per_instance(hosts, request, &claims, &mut rng)
+                self.schedule_per_instance(&mut hosts, request, &claims, &mut rng)
                     .await
             }
         }
         .map_err(schedule_error);
+        let decided_on = match &hosts {
+            RequestHosts::States(_) => "copies",
+            RequestHosts::Table { .. } => "table",
+        };
         phases.schedule = mark.elapsed();
         let outcome = outcome?;
         if let Some((n, notified)) = notified.as_mut() {
@@ -358,13 +388,14 @@ impl SchedulerManager {
         let answer = self.encode(&outcome, args.return_objects);
         phases.encode = mark.elapsed();
         let instances = outcome.destinations.len();
-        // Freeing every candidate host's state takes milliseconds at thousands of
-        // hosts; it runs on a blocking thread, off the reply's path.
+        // Freeing every candidate host's state (or allocation candidates) takes
+        // milliseconds at thousands of hosts; it runs on a blocking thread, off the
+        // reply's path.
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) if host_count >= DROP_OFF_PATH_HOSTS => {
-                runtime.spawn_blocking(move || drop(outcome));
+                runtime.spawn_blocking(move || drop((outcome, hosts)));
             }
-            _ => drop(outcome),
+            _ => drop((outcome, hosts)),
         }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         // Running totals of the candidate questions answered locally / by Placement.
@@ -386,6 +417,7 @@ impl SchedulerManager {
             candidates_fast = counts.fast,
             candidates_fallback = counts.fallback,
             claim_mode = claim_mode.as_str(),
+            decided_on,
             claim_attempts,
             claims_batched = self.batched_claims.load(Ordering::Relaxed),
             claim_conflicts = self.batch_conflicts.load(Ordering::Relaxed),
@@ -403,7 +435,30 @@ impl SchedulerManager {
         cell: Option<&str>,
         now: chrono::DateTime<Utc>,
         candidates_by_rp: Option<CandidatesByProvider>,
-    ) -> Result<Vec<HostState>, RemoteError> {
+    ) -> Result<RequestHosts, RemoteError> {
+        // The cache's table holds every enabled cell; a request bound to one cell
+        // (a move), or one that needs the instances' system metadata, gets copies.
+        let table_cache = self.cache.as_ref().filter(|_| {
+            self.options.indexed_decision && !self.options.load_instance_system_metadata
+        });
+        if let (Some(cache), Some(uuids), None, true) =
+            (table_cache, uuids, cell, candidates_by_rp.is_some())
+        {
+            let mut by_rp = candidates_by_rp.unwrap_or_default();
+            let table = cache.table_for(uuids, now).await.map_err(|e| {
+                RemoteError::runtime_error(format!("could not read host states: {e}"))
+            })?;
+            let mut rows = RowCandidates::new(table.len());
+            for uuid in uuids {
+                if let Some(row) = table.row_of_uuid(uuid) {
+                    if !rows.contains(row) {
+                        // Moved, not copied, as into the host states below.
+                        rows.insert(row, by_rp.remove(uuid.as_str()).unwrap_or_default());
+                    }
+                }
+            }
+            return Ok(RequestHosts::Table { table, rows });
+        }
         let hosts = match &self.cache {
             Some(cache) => cache.host_states(uuids, cell, now).await,
             None => self.store.host_states(uuids, cell).await,
@@ -423,13 +478,36 @@ impl SchedulerManager {
         if self.options.load_instance_system_metadata {
             self.store.attach_instance_system_metadata(&mut hosts).await;
         }
-        Ok(hosts)
+        Ok(RequestHosts::States(hosts))
+    }
+
+    /// The decision over `hosts` (a table's rows stay with `hosts`, to be freed by
+    /// the caller).
+    async fn decide<C: Claimer>(
+        &self,
+        hosts: &mut RequestHosts,
+        request: ScheduleRequest,
+        claimer: &mut C,
+        rng: &mut StdRng,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        match hosts {
+            RequestHosts::States(states) => {
+                self.scheduler
+                    .schedule(std::mem::take(states), request, claimer, rng)
+                    .await
+            }
+            RequestHosts::Table { table, rows } => {
+                self.scheduler
+                    .schedule_table(table, rows, request, claimer, rng)
+                    .await
+            }
+        }
     }
 
     /// nova's way: each instance claimed with its own `PUT` during the decision.
     async fn schedule_per_instance(
         &self,
-        hosts: Vec<HostState>,
+        hosts: &mut RequestHosts,
         request: ScheduleRequest,
         claims: &ClaimContext,
         rng: &mut StdRng,
@@ -441,9 +519,7 @@ impl SchedulerManager {
             claims.user_id.clone(),
             claims.global_request_id.clone(),
         );
-        self.scheduler
-            .schedule(hosts, request, &mut claimer, rng)
-            .await
+        self.decide(hosts, request, &mut claimer, rng).await
     }
 
     /// The index to batch this request's claims with, or `None` for nova's
@@ -485,7 +561,7 @@ impl SchedulerManager {
     async fn schedule_batched(
         &self,
         index: &LiveIndex,
-        mut hosts: Vec<HostState>,
+        hosts: &mut RequestHosts,
         request: ScheduleRequest,
         spec_before_candidates: RequestSpec,
         cell: Option<&str>,
@@ -554,21 +630,12 @@ impl SchedulerManager {
         for attempt in 1..=BATCH_CLAIM_ATTEMPTS {
             if attempt > 1 {
                 match fresh_hosts().await {
-                    Some(fresh) => hosts = fresh,
+                    Some(fresh) => *hosts = fresh,
                     None => break,
                 }
             }
             let mut claimer = batch_claims::BatchClaims::new(index);
-            let outcome = match self
-                .scheduler
-                .schedule(
-                    std::mem::take(&mut hosts),
-                    request(&spec),
-                    &mut claimer,
-                    rng,
-                )
-                .await
-            {
+            let outcome = match self.decide(hosts, request(&spec), &mut claimer, rng).await {
                 Ok(outcome) => outcome,
                 // The decision itself failed (NoValidHost, a weigher): the claimer
                 // took its claims back out of the index.
@@ -599,9 +666,10 @@ impl SchedulerManager {
                     self.batch_unsupported.store(true, Ordering::Relaxed);
                     // The refused POST wrote nothing and the claimer took its claims
                     // back out of the index: the same question, claimed nova's way.
-                    let Some(hosts) = fresh_hosts().await else {
+                    let Some(fresh) = fresh_hosts().await else {
                         break;
                     };
+                    *hosts = fresh;
                     let outcome = self
                         .schedule_per_instance(hosts, request(&spec), claims, rng)
                         .await;

@@ -107,6 +107,10 @@ async fn ram_multiplier_sign_turns_spread_into_pack() {
         let daemon = Daemon::start(&conf, dir.join(format!("daemon{multiplier}.log")), &[]);
         daemon.wait_ready();
         picks.push(pick_host(&venv, &client_conf));
+        // Decided over the cache's table, with the weigh index (the multiplier's
+        // sign flips the index's bounds).
+        let log = daemon.log_text();
+        assert!(log.contains("decided_on=\"table\""), "{log}");
         drop(daemon);
     }
     assert_eq!(

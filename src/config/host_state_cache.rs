@@ -29,6 +29,10 @@ pub struct HostStateCacheSection {
     /// Seconds between incremental refreshes of the Placement provider index (used
     /// only with `[placement_database] connection`).
     pub placement_index_refresh_interval: f64,
+    /// With the warm cache: decide over its table of host states, finding the best
+    /// hosts in an index of their weights instead of weighing every candidate (the
+    /// same decisions). False weighs a copy of every candidate's state per request.
+    pub indexed_decision: bool,
 }
 
 impl Default for HostStateCacheSection {
@@ -39,6 +43,7 @@ impl Default for HostStateCacheSection {
             retain_virtual_consumption: true,
             retained_consumption_ttl: 120.0,
             placement_index_refresh_interval: 1.0,
+            indexed_decision: true,
         }
     }
 }
@@ -74,6 +79,7 @@ impl HostStateCacheSection {
                 Some(0.05),
                 Some(3600.0),
             ),
+            indexed_decision: r.bool("indexed_decision", d.indexed_decision),
         }
     }
 }

@@ -179,6 +179,7 @@ impl Cloud {
                 rng_seed: Some(seed),
                 prefilters: PrefilterOptions::default(),
                 load_instance_system_metadata: false,
+                indexed_decision: true,
             },
         )
     }
