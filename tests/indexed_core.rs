@@ -272,3 +272,31 @@ async fn indexed_decision_after_rows_change() {
     eprintln!("{coverage:?}");
     assert!(coverage.indexed > cases / 2, "{coverage:?}");
 }
+
+/// A request that places nothing (no uuids, `num_instances` 0) gets no
+/// destination either way.
+#[tokio::test]
+async fn nothing_to_place() {
+    let mut gen = StdRng::seed_from_u64(7);
+    let (members, hosts, _, claims) = setup(&mut gen);
+    let sched = scheduler_from(&mut gen, INDEXABLE_FILTERS, 0.0);
+    let table = HostTable::new(hosts.clone());
+    let mut req = indexable_request(&mut gen, &members);
+    req.instance_uuids = None;
+    req.spec.num_instances = 0;
+    req.spec.instance_group = None;
+    let candidate = vec![true; hosts.len()];
+    let mut coverage = Coverage::default();
+    compare(
+        7,
+        &sched,
+        &table,
+        &hosts,
+        &candidate,
+        &claims,
+        req,
+        &mut coverage,
+    )
+    .await;
+    assert_eq!(coverage.indexed, 1, "{coverage:?}");
+}

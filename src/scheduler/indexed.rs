@@ -504,7 +504,10 @@ impl<'a> Decision<'a> {
                 reason: "There are not enough hosts available.".into(),
             }));
         }
-        let mut last = self.levels.len() - 1;
+        let Some(mut last) = self.levels.len().checked_sub(1) else {
+            // Nothing to place (no instance asked for): no list was sorted.
+            return Indexed::Done(Ok(self.outcome(Vec::new(), claimed)));
+        };
         if last_index > 0 && num_alts > 0 {
             match self.sort(&req.spec, last_index, rng) {
                 Ok(Some(level)) => last = level,
@@ -538,8 +541,13 @@ impl<'a> Decision<'a> {
         }
         let level = self.levels.len();
         let columns = self.index.columns.clone();
-        let mut bounds = Vec::with_capacity(columns.len());
-        for (c, col) in columns.iter().enumerate() {
+        let mut bounds = vec![(0.0, 0.0); columns.len()];
+        // Tree columns first: their searches find a passing table row, which the
+        // uniform columns' bounds then need not look for.
+        let mut order: Vec<usize> = (0..columns.len()).collect();
+        order.sort_by_key(|&c| matches!(columns[c].slot, Slot::Uniform { .. }));
+        for c in order {
+            let col = columns[c];
             let hi = match col.maxval {
                 Some(v) => Some(v),
                 None => self.column_extreme(level, c, true),
@@ -549,7 +557,7 @@ impl<'a> Decision<'a> {
                 None => self.column_extreme(level, c, false),
             };
             match (lo, hi) {
-                (Some(lo), Some(hi)) => bounds.push((lo, hi)),
+                (Some(lo), Some(hi)) => bounds[c] = (lo, hi),
                 // No host passes.
                 _ => return Ok(None),
             }
