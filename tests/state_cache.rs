@@ -782,5 +782,20 @@ async fn decision_table_follows_the_cache() {
         .await
         .expect("table");
     assert!(late.row_of_uuid(&uuid(1, 4)).is_some());
-    check(later).await;
+    let seventh = check(later).await;
+    let c1a = row_of(&seventh, "c1-a");
+    let before = seventh.row(c1a).service.clone();
+    // A heartbeat while no one holds the table: its row's service is written in
+    // place (no request can see the table change under it).
+    drop((first, second, third, fourth, fifth, sixth, late, seventh));
+    exec(
+        &c.cell1,
+        &["UPDATE services SET last_seen_up = UTC_TIMESTAMP() + INTERVAL 3 SECOND, \
+           updated_at = UTC_TIMESTAMP() + INTERVAL 3 SECOND WHERE id = 1"
+            .to_string()],
+    )
+    .await;
+    c.cache.refresh().await;
+    let eighth = check(later).await;
+    assert_ne!(eighth.row(row_of(&eighth, "c1-a")).service, before);
 }

@@ -11,7 +11,7 @@
 //! by [`HostTable::with_changes`], which re-reads only the changed rows.
 
 use super::weigh_index::WeighIndex;
-use crate::model::{AllocationCandidate, HostState};
+use crate::model::{AllocationCandidate, HostState, ServiceInfo};
 use crate::weighers::WeigherPipeline;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
@@ -120,6 +120,35 @@ impl HostTable {
     /// place; a change must keep the row's cell and uuid. The weigh indexes built
     /// so far are carried over with only the changed rows re-weighed.
     pub fn with_changes(&self, changes: Vec<(usize, Arc<HostState>)>) -> HostTable {
+        self.changed(changes, true)
+    }
+
+    /// [`with_changes`](Self::with_changes) for changes of the rows' `service`
+    /// alone (heartbeats, a disabled service), which no weigher reads: the weigh
+    /// indexes are shared as they are.
+    pub fn with_service_changes(&self, changes: Vec<(usize, Arc<HostState>)>) -> HostTable {
+        self.changed(changes, false)
+    }
+
+    /// Sets the `service` of rows in place, in a table no one else holds (the
+    /// rows not shared either are written, the others replaced by a copy); the
+    /// weigh indexes stay as they are (no weigher reads the service).
+    pub fn set_services(&mut self, services: Vec<(usize, ServiceInfo)>) {
+        for (row, service) in services {
+            let slot = &mut self.rows[row];
+            match Arc::get_mut(slot) {
+                Some(state) => state.service = service,
+                None => {
+                    *slot = Arc::new(HostState {
+                        service,
+                        ..(**slot).clone()
+                    })
+                }
+            }
+        }
+    }
+
+    fn changed(&self, changes: Vec<(usize, Arc<HostState>)>, reweigh: bool) -> HostTable {
         let mut rows = self.rows.clone();
         for (row, state) in &changes {
             debug_assert_eq!(state.cell_uuid, rows[*row].cell_uuid);
@@ -133,7 +162,16 @@ impl HostTable {
         };
         let carried: Vec<Arc<WeighIndex>> = lock(&self.indexes)
             .iter()
-            .filter_map(|index| index.with_rows_changed(&table, &changed).map(Arc::new))
+            .filter_map(|index| {
+                if !reweigh {
+                    return Some(Arc::clone(index));
+                }
+                match index.with_rows_changed(&table, &changed)? {
+                    // No weigher value moved: the same index serves the new rows.
+                    None => Some(Arc::clone(index)),
+                    Some(next) => Some(Arc::new(next)),
+                }
+            })
             .collect();
         *lock(&table.indexes) = carried;
         table

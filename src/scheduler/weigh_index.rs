@@ -296,13 +296,15 @@ impl WeighIndex {
     }
 
     /// This index for `table`, a copy of the index's table with the rows
-    /// `changed` replaced; `None` when the change invalidates a column left out
-    /// (the index is then built again on first use).
+    /// `changed` replaced: `Some(None)` when no weigher value of those rows moved
+    /// (this index serves `table` as it is), `Some(Some(next))` with the values
+    /// changed and the boxes refitted, `None` when the change invalidates a column
+    /// left out or made uniform (the index is then built again on first use).
     pub(crate) fn with_rows_changed(
         &self,
         table: &HostTable,
         changed: &[usize],
-    ) -> Option<WeighIndex> {
+    ) -> Option<Option<WeighIndex>> {
         if table.len() != self.shape.pos.len() {
             return None;
         }
@@ -310,28 +312,26 @@ impl WeighIndex {
             .filter(|&k| k < 64 && self.mask & (1 << k) != 0)
             .collect();
         let suffixed = keys_suffixed(&self.weighers);
-        let mut next = self.clone();
-        let d = next.tree_dims;
-        let mut dirty: Vec<u32> = Vec::with_capacity(changed.len());
+        let d = self.tree_dims;
+        // The new tree values of the rows that moved, checked before copying.
+        let mut moved: Vec<(usize, Vec<(usize, f64, f64)>)> = Vec::new();
         for &row in changed {
-            let w = weigh_row(&next.weighers, &indexed, suffixed, table.row(row));
-            if !w.ok {
+            let w = weigh_row(&self.weighers, &indexed, suffixed, table.row(row));
+            if !w.ok || self.shape.dropped.iter().any(|&j| w.mult[j] != 0.0) {
                 return None;
             }
-            if next.shape.dropped.iter().any(|&j| w.mult[j] != 0.0) {
-                return None;
-            }
-            let p = next.shape.pos[row] as usize;
-            let mut moved = false;
+            let p = self.shape.pos[row] as usize;
+            let mut values = Vec::new();
             for col in &self.columns {
                 let j = indexed.iter().position(|&k| k == col.weigher).unwrap_or(0);
                 match col.slot {
                     Slot::Tree(c) => {
                         let at = p * d + c;
-                        moved |= next.raw[at].to_bits() != w.raw[j].to_bits()
-                            || next.mult[at].to_bits() != w.mult[j].to_bits();
-                        next.raw[at] = w.raw[j];
-                        next.mult[at] = w.mult[j];
+                        if self.raw[at].to_bits() != w.raw[j].to_bits()
+                            || self.mult[at].to_bits() != w.mult[j].to_bits()
+                        {
+                            values.push((at, w.raw[j], w.mult[j]));
+                        }
                     }
                     Slot::Uniform { raw, mult } => {
                         if w.raw[j].to_bits() != raw.to_bits()
@@ -342,9 +342,21 @@ impl WeighIndex {
                     }
                 }
             }
-            if moved {
-                dirty.push(next.shape.leaf_of_pos[p]);
+            if !values.is_empty() {
+                moved.push((p, values));
             }
+        }
+        if moved.is_empty() {
+            return Some(None);
+        }
+        let mut next = self.clone();
+        let mut dirty: Vec<u32> = Vec::with_capacity(moved.len());
+        for (p, values) in moved {
+            for (at, raw, mult) in values {
+                next.raw[at] = raw;
+                next.mult[at] = mult;
+            }
+            dirty.push(next.shape.leaf_of_pos[p]);
         }
         dirty.sort_unstable();
         dirty.dedup();
@@ -355,7 +367,7 @@ impl WeighIndex {
                 node = next.shape.nodes[node as usize].parent;
             }
         }
-        Some(next)
+        Some(Some(next))
     }
 
     fn refit_node(&mut self, id: usize) {

@@ -106,8 +106,10 @@ struct CellCache {
     last_full: Option<Instant>,
     pci_stats: compute::PciStatsInterner,
     /// Hosts whose joined state may have changed since the decision table last
-    /// read them (their node, service, instances or retained decisions).
+    /// read them (their node, instances or retained decisions).
     changed_hosts: FxHashSet<String>,
+    /// Hosts whose service row alone changed since (a heartbeat, mostly).
+    changed_services: FxHashSet<String>,
     /// A node or a host's service came or went: the decision table's rows are
     /// built again.
     rows_changed: bool,
@@ -195,7 +197,7 @@ impl CellCache {
     fn upsert_service(&mut self, svc: ServiceRow) {
         if let Some(host) = svc.host.clone() {
             if self.services.contains_key(&host) {
-                self.changed_hosts.insert(host.clone());
+                self.changed_services.insert(host.clone());
             } else {
                 self.rows_changed = true;
             }
@@ -1048,6 +1050,7 @@ impl DecisionTable {
             let mut c = write(cell);
             c.rows_changed = false;
             c.changed_hosts.clear();
+            c.changed_services.clear();
             let c = &*c;
             for &id in c.nodes.keys() {
                 let Some(state) = c.host_state(id, aggregates, retain) else {
@@ -1094,12 +1097,52 @@ impl DecisionTable {
             let (_, k, host) = self.expiries.pop_first()?;
             hosts.insert((k, host));
         }
+        let mut services: Vec<(usize, String)> = Vec::new();
         for (k, (_, cell)) in self.cells.iter().enumerate() {
             let mut c = write(cell);
             if c.rows_changed {
                 return None;
             }
             hosts.extend(c.changed_hosts.drain().map(|h| (k, h)));
+            services.extend(c.changed_services.drain().map(|h| (k, h)));
+        }
+        // A service change alone (a heartbeat, mostly): the row with its new
+        // service; no join, and no weigher reads it. Written in place when no
+        // request holds the table (between requests), else on a copy.
+        let mut service_changes: Vec<(usize, ServiceInfo)> = Vec::new();
+        for (k, host) in services {
+            if hosts.contains(&(k, host.clone())) {
+                continue;
+            }
+            let Some(rows) = self.rows_of_host.get(&(k, host)) else {
+                continue;
+            };
+            let c = read(&self.cells[k].1);
+            for &(row, _) in rows {
+                let service = c.services.get(&*self.table.row(row).host)?.1.clone();
+                service_changes.push((row, service));
+            }
+        }
+        if !service_changes.is_empty() {
+            match Arc::get_mut(&mut self.table) {
+                Some(table) => table.set_services(service_changes),
+                None => {
+                    let changes = service_changes
+                        .into_iter()
+                        .map(|(row, service)| {
+                            let current = self.table.row(row);
+                            (
+                                row,
+                                Arc::new(HostState {
+                                    service,
+                                    ..(**current).clone()
+                                }),
+                            )
+                        })
+                        .collect();
+                    self.table = Arc::new(self.table.with_service_changes(changes));
+                }
+            }
         }
         if hosts.is_empty() {
             return Some(Arc::clone(&self.table));
