@@ -111,6 +111,19 @@ pub struct ScheduleOutcome {
     pub claimed: Vec<String>,
 }
 
+/// What nova's `_schedule` derives from a request before placing anything.
+struct RequestShape {
+    /// Instances that must be placed (else NoValidHost).
+    num_instances: usize,
+    /// Alternates per instance.
+    num_alts: usize,
+    /// Claims are made (Placement candidates and instance uuids).
+    claiming: bool,
+    /// Instances the loop tries to place: the uuids on the claim path (an empty
+    /// list places nothing and ends in NoValidHost), else `num_instances`.
+    iterations: usize,
+}
+
 impl Scheduler {
     /// nova's `_get_sorted_hosts`: filter, weigh, optionally shuffle the best ties,
     /// then move a random pick among the best `host_subset_size` to the front.
@@ -191,6 +204,30 @@ impl Scheduler {
         let mut hosts = hosts.to_vec();
         let filtered = self.narrow_and_filter(&mut hosts, candidates, spec, index, now, None);
         Ok(self.weighers.weigh_explained(&hosts, &filtered, spec)?.1)
+    }
+
+    fn shape_of(&self, req: &ScheduleRequest) -> RequestShape {
+        let num_instances = match &req.instance_uuids {
+            Some(uuids) if !uuids.is_empty() => uuids.len(),
+            _ => req.spec.num_instances.max(0) as usize,
+        };
+        let num_alts = if req.return_alternates {
+            self.max_attempts.saturating_sub(1)
+        } else {
+            0
+        };
+        let claiming = req.use_placement && req.instance_uuids.is_some();
+        let iterations = if claiming {
+            req.instance_uuids.as_ref().map_or(0, Vec::len)
+        } else {
+            num_instances
+        };
+        RequestShape {
+            num_instances,
+            num_alts,
+            claiming,
+            iterations,
+        }
     }
 
     /// nova's `HostManager.get_filtered_hosts`: requested destination, ignore/force
@@ -287,23 +324,12 @@ impl Scheduler {
         rng: &mut R,
         incremental: bool,
     ) -> Result<ScheduleOutcome, ScheduleError> {
-        let num_instances = match &req.instance_uuids {
-            Some(uuids) if !uuids.is_empty() => uuids.len(),
-            _ => req.spec.num_instances.max(0) as usize,
-        };
-        let num_alts = if req.return_alternates {
-            self.max_attempts.saturating_sub(1)
-        } else {
-            0
-        };
-        let claiming = req.use_placement && req.instance_uuids.is_some();
-        // The claim path iterates over the uuids (an empty list places nothing and ends
-        // in NoValidHost); the legacy path over `num_instances`.
-        let iterations = if claiming {
-            req.instance_uuids.as_ref().map_or(0, Vec::len)
-        } else {
-            num_instances
-        };
+        let RequestShape {
+            num_instances,
+            num_alts,
+            claiming,
+            iterations,
+        } = self.shape_of(&req);
         let mut candidates: Vec<usize> = (0..hosts.len()).collect();
         let mut selected: Vec<Destination> = Vec::new();
         let mut claimed: Vec<String> = Vec::new();

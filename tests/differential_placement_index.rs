@@ -117,7 +117,7 @@ fn inventory(rng: &mut StdRng, total: i64) -> Value {
     let min_unit = if rng.random_bool(0.2) {
         step * 2
     } else {
-        step.min(1).max(1)
+        1
     };
     let max_unit = if rng.random_bool(0.3) {
         (total / 2).max(min_unit)

@@ -19,7 +19,7 @@ mod common {
     pub mod random_core; // tests/common/random_core.rs
 }
 
-use common::random_core::{cloud, request, scheduler, summary, Claims};
+use common::random_core::{claims, cloud, request, scheduler, summary};
 use nova_scheduler::scheduler::ScheduleRequest;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -40,18 +40,7 @@ async fn incremental_core_matches_the_reference_on_random_clouds() {
             .collect();
         let hosts = cloud(&mut gen, &members);
         let sched = scheduler(&mut gen);
-        let mut claims = Claims::default();
-        for h in &hosts {
-            match gen.random_range(0..10) {
-                0 => {
-                    claims.capacity.insert(h.host.to_string(), 0);
-                }
-                1 => {
-                    claims.capacity.insert(h.host.to_string(), 1);
-                }
-                _ => {}
-            }
-        }
+        let mut claims = claims(&mut gen, &hosts);
         let req = request(&mut gen, &members);
         let req2 = ScheduleRequest {
             spec: req.spec.clone(),

@@ -19,7 +19,7 @@ mod common {
     pub mod random_core; // tests/common/random_core.rs
 }
 
-use common::random_core::{cloud, cloud_of, request, scheduler_from, Claims, FILTERS};
+use common::random_core::{claims, cloud, cloud_of, request, scheduler_from, Claims, FILTERS};
 use nova_scheduler::model::HostState;
 use nova_scheduler::scheduler::{
     HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler,
@@ -157,18 +157,7 @@ fn setup(gen: &mut StdRng) -> (Vec<String>, Vec<HostState>, Scheduler, Claims) {
     } else {
         scheduler_from(gen, FILTERS, 0.4)
     };
-    let mut claims = Claims::default();
-    for h in &hosts {
-        match gen.random_range(0..10) {
-            0 => {
-                claims.capacity.insert(h.host.to_string(), 0);
-            }
-            1 => {
-                claims.capacity.insert(h.host.to_string(), 1);
-            }
-            _ => {}
-        }
-    }
+    let claims = claims(gen, &hosts);
     (members, hosts, sched, claims)
 }
 

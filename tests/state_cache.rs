@@ -790,9 +790,11 @@ async fn decision_table_follows_the_cache() {
     drop((first, second, third, fourth, fifth, sixth, late, seventh));
     exec(
         &c.cell1,
-        &["UPDATE services SET last_seen_up = UTC_TIMESTAMP() + INTERVAL 3 SECOND, \
+        &[
+            "UPDATE services SET last_seen_up = UTC_TIMESTAMP() + INTERVAL 3 SECOND, \
            updated_at = UTC_TIMESTAMP() + INTERVAL 3 SECOND WHERE id = 1"
-            .to_string()],
+                .to_string(),
+        ],
     )
     .await;
     c.cache.refresh().await;

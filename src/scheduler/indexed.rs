@@ -168,11 +168,7 @@ impl Plan {
                 RawDependence::Request => return None,
             }
         }
-        let iterations = match (&req.instance_uuids, req.use_placement) {
-            (Some(uuids), true) => uuids.len(),
-            _ => spec.num_instances.max(0) as usize,
-        };
-        let single = iterations <= 1;
+        let single = sched.shape_of(req).iterations <= 1;
         let is_rebuild = spec.is_rebuild();
         let first = FilterRequest {
             spec,
@@ -424,21 +420,12 @@ impl<'a> Decision<'a> {
         claimer: &mut C,
         rng: &mut R,
     ) -> Indexed {
-        let num_instances = match &req.instance_uuids {
-            Some(uuids) if !uuids.is_empty() => uuids.len(),
-            _ => req.spec.num_instances.max(0) as usize,
-        };
-        let num_alts = if req.return_alternates {
-            self.sched.max_attempts.saturating_sub(1)
-        } else {
-            0
-        };
-        let claiming = req.use_placement && req.instance_uuids.is_some();
-        let iterations = if claiming {
-            req.instance_uuids.as_ref().map_or(0, Vec::len)
-        } else {
-            num_instances
-        };
+        let super::RequestShape {
+            num_instances,
+            num_alts,
+            claiming,
+            iterations,
+        } = self.sched.shape_of(&req);
         let mut selected: Vec<Destination> = Vec::new();
         let mut claimed: Vec<String> = Vec::new();
         let mut last_index = 0;

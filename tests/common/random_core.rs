@@ -47,6 +47,23 @@ impl Claimer for Claims {
     }
 }
 
+/// Claims that fail on some hosts: none at all on 10 %, after one on 10 %.
+pub fn claims(rng: &mut StdRng, hosts: &[HostState]) -> Claims {
+    let mut claims = Claims::default();
+    for h in hosts {
+        match rng.random_range(0..10) {
+            0 => {
+                claims.capacity.insert(h.host.to_string(), 0);
+            }
+            1 => {
+                claims.capacity.insert(h.host.to_string(), 1);
+            }
+            _ => {}
+        }
+    }
+    claims
+}
+
 pub const FILTERS: &[&str] = &[
     "ComputeFilter",
     "ComputeCapabilitiesFilter",
