@@ -580,6 +580,25 @@ async fn select_like_call_gets_result_with_ending() {
     assert!(!logs.contains(SECRET_TOKEN), "auth token leaked into logs");
 }
 
+/// Requests and replies many times our frame size (32 KiB) cross in body frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn messages_larger_than_a_frame_go_both_ways() {
+    let name = unique_name();
+    let server = start_server(test_options(&name)).await;
+    let mut client = TestClient::new().await;
+
+    let hint: String = (0..300 * 1024).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let args = json!({"spec_obj": {"scheduler_hints": {"big": [hint]}}});
+    let reply = client
+        .call(&name, &name, "select_destinations", args.clone(), "4.5")
+        .await;
+    assert_eq!(reply.inner["failure"], Value::Null);
+    assert_eq!(reply.inner["result"]["echo"], args);
+
+    server.finish(&client).await;
+    client.delete_reply_queue().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn unknown_method_and_version_are_dispatcher_failures() {
     let name = unique_name();

@@ -23,6 +23,12 @@ use super::RpcError;
 const TCP_CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// Limit of a whole connection attempt (TCP, TLS, AMQP handshake).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+/// The largest frame we accept (the broker may ask for less). lapin keeps send and
+/// receive buffers of 32 frames per connection, filled when allocated: at
+/// RabbitMQ's 128 KiB default that is 8 MiB per connection, most of an idle
+/// daemon's heap. A request spec fits in one 32 KiB frame; a longer message is
+/// split into body frames, as the AMQP protocol has it.
+pub(crate) const FRAME_MAX: u32 = 32 * 1024;
 /// Channels on the reply connection; each carries one publish at a time so that a
 /// `basic.return` is always matched with its own confirm.
 const REPLY_CHANNELS: usize = 4;
@@ -98,6 +104,7 @@ impl Connector {
                     tracing::info!(
                         broker = %broker.endpoint(), purpose = self.purpose,
                         heartbeat = conn.configuration().heartbeat(),
+                        frame_max = conn.configuration().frame_max(),
                         "connected to AMQP broker"
                     );
                     return Ok(conn);
@@ -164,6 +171,7 @@ pub(crate) fn amqp_uri(broker: &BrokerAddress, opts: &RpcServerOptions) -> AMQPU
         query: AMQPQueryString {
             heartbeat: Some(opts.heartbeat_timeout_threshold),
             connection_timeout: Some(TCP_CONNECT_TIMEOUT_MS),
+            frame_max: Some(FRAME_MAX),
             auth_mechanism: opts.login_mechanism(),
             ..AMQPQueryString::default()
         },
@@ -364,6 +372,7 @@ mod tests {
         assert_eq!(uri.vhost, "/");
         assert_eq!(uri.authority.port, 5673);
         assert_eq!(uri.query.heartbeat, Some(30));
+        assert_eq!(uri.query.frame_max, Some(32 * 1024));
         assert_eq!(
             uri.query.auth_mechanism,
             Some(lapin::uri::SASLMechanism::AMQPlain)
