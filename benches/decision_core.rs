@@ -104,7 +104,7 @@ fn hosts(n: usize, now: DateTime<Utc>) -> Vec<HostState> {
         .map(|i| {
             let uuid = format!("00000000-0000-4000-8000-{i:012}");
             let instances = (i % 7) as i64;
-            let stats: BTreeMap<String, String> = [
+            let stats: BTreeMap<Arc<str>, Arc<str>> = [
                 ("num_instances", instances.to_string()),
                 ("io_workload", (i % 3).to_string()),
                 ("failed_builds", "0".to_string()),
@@ -117,7 +117,7 @@ fn hosts(n: usize, now: DateTime<Utc>) -> Vec<HostState> {
                 ),
             ]
             .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
+            .map(|(k, v)| (Arc::from(k), Arc::from(v)))
             .collect();
             let mut host_aggs = vec![aggs[i % 3].clone()];
             if i % 10 == 0 {

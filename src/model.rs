@@ -16,7 +16,9 @@ pub mod selection;
 
 pub use aggregate::Aggregate;
 pub use allocation_candidate::AllocationCandidate;
-pub use host_state::{HostState, InstanceFlavorIds, InstanceSystemMetadata, ServiceInfo};
+pub use host_state::{
+    HostState, HostStats, InstanceFlavorIds, InstanceSystemMetadata, ServiceInfo,
+};
 pub use object::DecodeError;
 pub use request_spec::{
     Destination, Flavor, ImageMeta, InstanceGroup, NetworkRequest, RequestGroup,

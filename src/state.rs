@@ -334,7 +334,7 @@ impl HostStateStore {
         let aggregates = read(&self.aggregates);
         let mut seen = HashSet::new();
         let mut states = Vec::new();
-        let mut pci = compute::PciStatsInterner::default();
+        let mut texts = compute::RowInterner::default();
         for rows in results {
             let instances = rows.instances_by_host();
             for node in rows.nodes {
@@ -362,7 +362,7 @@ impl HostStateStore {
                     &self.ratios,
                     aggregates.for_host(&host),
                     insts.uuids,
-                    &mut pci,
+                    &mut texts,
                 );
                 state.instance_flavor_ids = insts.flavor_ids;
                 states.push(state);

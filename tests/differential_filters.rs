@@ -633,7 +633,7 @@ fn host_json(h: &HostState) -> Value {
         "cpu_allocation_ratio": h.cpu_allocation_ratio,
         "ram_allocation_ratio": h.ram_allocation_ratio,
         "disk_allocation_ratio": h.disk_allocation_ratio,
-        "stats": &*h.stats,
+        "stats": h.stats.iter().map(|(k, v)| (&**k, &**v)).collect::<BTreeMap<_, _>>(),
         "service": {
             "id": s.id, "host": &*s.host, "binary": "nova-compute", "topic": "compute",
             "disabled": s.disabled, "disabled_reason": s.disabled_reason.as_deref(),
@@ -1066,7 +1066,12 @@ fn gen_host(rng: &mut StdRng) -> HostState {
         cpu_allocation_ratio: pick(rng, &ratios),
         ram_allocation_ratio: pick(rng, &ratios),
         disk_allocation_ratio: pick(rng, &ratios),
-        stats: Arc::new(gen_stats(rng)),
+        stats: Arc::new(
+            gen_stats(rng)
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        ),
         num_instances: small(rng),
         num_io_ops: small(rng),
         failed_builds: small(rng),
@@ -1707,8 +1712,7 @@ fn gen_literal(rng: &mut StdRng, host: &HostState) -> J {
             host.stats
                 .values()
                 .next()
-                .cloned()
-                .unwrap_or_else(|| "2".to_string()),
+                .map_or_else(|| "2".to_string(), |v| v.to_string()),
         ),
     }
 }

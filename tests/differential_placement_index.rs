@@ -114,11 +114,7 @@ fn inventory(rng: &mut StdRng, total: i64) -> Value {
         0
     };
     let step = *pick(rng, &[1, 1, 1, 2, 4]);
-    let min_unit = if rng.random_bool(0.2) {
-        step * 2
-    } else {
-        1
-    };
+    let min_unit = if rng.random_bool(0.2) { step * 2 } else { 1 };
     let max_unit = if rng.random_bool(0.3) {
         (total / 2).max(min_unit)
     } else {

@@ -587,7 +587,9 @@ async fn messages_larger_than_a_frame_go_both_ways() {
     let server = start_server(test_options(&name)).await;
     let mut client = TestClient::new().await;
 
-    let hint: String = (0..300 * 1024).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let hint: String = (0..300 * 1024)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
     let args = json!({"spec_obj": {"scheduler_hints": {"big": [hint]}}});
     let reply = client
         .call(&name, &name, "select_destinations", args.clone(), "4.5")

@@ -325,7 +325,7 @@ async fn full_node_attributes() {
         (8.0, 1.5, 1.2)
     );
     assert_eq!((h.num_instances, h.num_io_ops, h.failed_builds), (2, 1, 3));
-    assert_eq!(h.stats.get("num_proj_p1").map(String::as_str), Some("2"));
+    assert_eq!(h.stats.get("num_proj_p1").map(|v| &**v), Some("2"));
     assert_eq!(*h.supported_instances, vec![vec!["x86_64", "kvm", "hvm"]]);
     assert_eq!(
         h.cpu_info.as_deref(),

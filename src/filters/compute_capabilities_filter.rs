@@ -247,12 +247,7 @@ mod tests {
         HostState {
             host: "host1".into(),
             nodename: "node1".into(),
-            stats: std::sync::Arc::new(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
+            stats: std::sync::Arc::new(pairs.iter().map(|&(k, v)| (k.into(), v.into())).collect()),
             ..Default::default()
         }
     }

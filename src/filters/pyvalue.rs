@@ -1175,7 +1175,9 @@ fn service_dict(h: &HostState) -> PyValue {
     }))
 }
 
-fn str_dict<'a>(items: impl Iterator<Item = (&'a String, &'a String)>) -> PyValue {
+fn str_dict<'a>(
+    items: impl Iterator<Item = (&'a std::sync::Arc<str>, &'a std::sync::Arc<str>)>,
+) -> PyValue {
     PyValue::Dict(Box::new(PyDict {
         items: items
             .map(|(k, v)| (PyStr::new(k), PyValue::str(v)))

@@ -53,6 +53,10 @@ pub type InstanceSystemMetadata = BTreeMap<String, Vec<(String, String)>>;
 pub type InstanceFlavorIds = BTreeMap<String, Option<i64>>;
 
 /// Resources and attributes of one compute node, as nova's HostState holds them.
+/// `compute_nodes.stats`: strings to strings, each held once by the state edge
+/// for every node that has it (see `state::compute`).
+pub type HostStats = BTreeMap<Arc<str>, Arc<str>>;
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostState {
     // The strings are shared with the cached state (`Arc<str>`): every request
@@ -74,7 +78,7 @@ pub struct HostState {
     pub disk_allocation_ratio: f64,
     /// `compute_nodes.stats`; values are strings. Shared with the cached state:
     /// a request copies a pointer, not the map.
-    pub stats: Arc<BTreeMap<String, String>>,
+    pub stats: Arc<HostStats>,
     pub num_instances: i64,
     pub num_io_ops: i64,
     pub failed_builds: i64,

@@ -51,7 +51,7 @@ fn build(node: ComputeNodeRow) -> HostState {
         &RATIOS,
         Vec::new(),
         Arc::default(),
-        &mut PciStatsInterner::default(),
+        &mut RowInterner::default(),
     )
 }
 
@@ -66,8 +66,8 @@ fn copies_resources_and_stats() {
     assert_eq!(h.disk_mb_used, 100 * 1024);
     assert_eq!((h.vcpus_total, h.vcpus_used), (16, 4));
     assert_eq!((h.num_instances, h.num_io_ops, h.failed_builds), (3, 2, 1));
-    assert_eq!(h.stats.get("n").map(String::as_str), Some("5"));
-    assert_eq!(h.stats.get("f").map(String::as_str), Some("1.0"));
+    assert_eq!(h.stats.get("n").map(|v| &**v), Some("5"));
+    assert_eq!(h.stats.get("f").map(|v| &**v), Some("1.0"));
     assert!(!h.stats.contains_key("z"));
     assert_eq!(h.supported_instances[1], vec!["i686", "qemu", "hvm"]);
     assert_eq!(h.cpu_info.as_deref(), Some(r#"{"arch": "x86_64"}"#));
@@ -145,9 +145,9 @@ fn bad_json_and_bad_stats_are_tolerated() {
 fn equal_pci_stats_texts_share_one_parse_until_no_node_holds_it() {
     let empty = r#"{"nova_object.name": "PciDevicePoolList", "nova_object.data": {"objects": []}}"#;
     let one_pool = r#"[{"vendor_id": "8086", "product_id": "1520", "count": 2, "numa_node": 0}]"#;
-    let mut pci = PciStatsInterner::default();
+    let mut pci = RowInterner::default();
     let svc = ServiceRow::default();
-    let with = |text: Option<&str>, pci: &mut PciStatsInterner| {
+    let with = |text: Option<&str>, pci: &mut RowInterner| {
         host_state(
             ComputeNodeRow {
                 pci_stats: text.map(str::to_string),
@@ -187,11 +187,75 @@ fn equal_pci_stats_texts_share_one_parse_until_no_node_holds_it() {
         assert_eq!(h.pci_stats, None);
         assert_eq!(**h.pci.as_ref().unwrap(), PciStats::default());
     }
-    assert_eq!(pci.len(), 3);
+    assert_eq!(pci.pci_len(), 3);
     drop((a, c, consumed));
     pci.prune();
-    assert_eq!(pci.len(), 1, "only the text b still holds is kept");
+    assert_eq!(pci.pci_len(), 1, "only the text b still holds is kept");
     drop(b);
     pci.prune();
-    assert_eq!(pci.len(), 0);
+    assert_eq!(pci.pci_len(), 0);
+}
+
+#[test]
+fn shared_column_values_are_held_once_until_no_node_holds_them() {
+    let mut texts = RowInterner::default();
+    let svc = ServiceRow::default();
+    let mut with = |host: &str, stats: &str| {
+        host_state(
+            ComputeNodeRow {
+                host: Some(host.into()),
+                hypervisor_hostname: Some(host.into()),
+                stats: Some(stats.into()),
+                metrics: Some("[]".into()),
+                ..node()
+            },
+            &svc,
+            "cell-a",
+            &RATIOS,
+            Vec::new(),
+            Arc::default(),
+            &mut texts,
+        )
+    };
+    let a = with("a", r#"{"num_proj_p": "1", "io_workload": "0"}"#);
+    let b = with("b", r#"{"num_proj_p": "1", "io_workload": 2}"#);
+    let same = |x: &Arc<str>, y: &Arc<str>| Arc::ptr_eq(x, y);
+    assert!(same(&a.cell_uuid, &b.cell_uuid));
+    assert!(same(
+        a.cpu_info.as_ref().unwrap(),
+        b.cpu_info.as_ref().unwrap()
+    ));
+    assert!(same(
+        a.hypervisor_type.as_ref().unwrap(),
+        b.hypervisor_type.as_ref().unwrap()
+    ));
+    assert!(Arc::ptr_eq(&a.supported_instances, &b.supported_instances));
+    assert!(Arc::ptr_eq(
+        a.metrics.as_ref().unwrap(),
+        b.metrics.as_ref().unwrap()
+    ));
+    let (ka, va) = a.stats.get_key_value("num_proj_p").unwrap();
+    let (kb, vb) = b.stats.get_key_value("num_proj_p").unwrap();
+    assert!(same(ka, kb) && same(va, vb));
+    // Values are what parsing each row alone gives.
+    assert_eq!(a.stats.get("io_workload").map(|v| &**v), Some("0"));
+    assert_eq!(b.stats.get("io_workload").map(|v| &**v), Some("2"));
+    assert_eq!(b.num_io_ops, 2);
+    assert_eq!(&**a.cpu_info.as_ref().unwrap(), r#"{"arch": "x86_64"}"#);
+    assert_eq!(a.supported_instances.len(), 2);
+    assert_eq!(**a.metrics.as_ref().unwrap(), serde_json::json!([]));
+    // The node name is held once for both fields.
+    assert!(same(&a.nodename, a.hypervisor_hostname.as_ref().unwrap()));
+
+    let held = texts.len();
+    drop(a);
+    texts.prune();
+    assert!(texts.len() < held, "the values only a held are forgotten");
+    assert!(
+        texts.strings.contains("num_proj_p"),
+        "b still holds this key"
+    );
+    drop(b);
+    texts.prune();
+    assert_eq!(texts.len(), 0);
 }
