@@ -141,23 +141,31 @@ fn bad_json_and_bad_stats_are_tolerated() {
     assert!(h.metrics.is_none());
 }
 
+/// `node` as a cache reads it (no service, aggregates or instances yet), its shared
+/// values taken from `texts`.
+fn cached(node: ComputeNodeRow, texts: &mut RowInterner) -> HostState {
+    host_state(
+        node,
+        &ServiceRow::default(),
+        "cell-a",
+        &RATIOS,
+        Vec::new(),
+        Arc::default(),
+        texts,
+    )
+}
+
 #[test]
 fn equal_pci_stats_texts_share_one_parse_until_no_node_holds_it() {
     let empty = r#"{"nova_object.name": "PciDevicePoolList", "nova_object.data": {"objects": []}}"#;
     let one_pool = r#"[{"vendor_id": "8086", "product_id": "1520", "count": 2, "numa_node": 0}]"#;
     let mut pci = RowInterner::default();
-    let svc = ServiceRow::default();
     let with = |text: Option<&str>, pci: &mut RowInterner| {
-        host_state(
+        cached(
             ComputeNodeRow {
                 pci_stats: text.map(str::to_string),
                 ..node()
             },
-            &svc,
-            "cell-a",
-            &RATIOS,
-            Vec::new(),
-            Arc::default(),
             pci,
         )
     };
@@ -199,9 +207,8 @@ fn equal_pci_stats_texts_share_one_parse_until_no_node_holds_it() {
 #[test]
 fn shared_column_values_are_held_once_until_no_node_holds_them() {
     let mut texts = RowInterner::default();
-    let svc = ServiceRow::default();
     let mut with = |host: &str, stats: &str| {
-        host_state(
+        cached(
             ComputeNodeRow {
                 host: Some(host.into()),
                 hypervisor_hostname: Some(host.into()),
@@ -209,11 +216,6 @@ fn shared_column_values_are_held_once_until_no_node_holds_them() {
                 metrics: Some("[]".into()),
                 ..node()
             },
-            &svc,
-            "cell-a",
-            &RATIOS,
-            Vec::new(),
-            Arc::default(),
             &mut texts,
         )
     };
