@@ -260,6 +260,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier
                 != 0.0,
             indexed_decision: config.nova_scheduler_rs.indexed_decision,
+            read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
         },
     );
     let (notifier, notification_publisher) = notifier(&config)?;

@@ -16,6 +16,7 @@
 mod batch_claims;
 mod claims;
 pub mod prefilters;
+mod read_ahead;
 
 pub use prefilters::PrefilterOptions;
 
@@ -69,6 +70,9 @@ pub struct ManagerOptions {
     /// table of host states (`Scheduler::schedule_table`) instead of a copy of
     /// every candidate's state.
     pub indexed_decision: bool,
+    /// `[nova_scheduler_rs] read_allocations_ahead`: without the provider index,
+    /// read the instances' current allocations beside the candidates question.
+    pub read_allocations_ahead: bool,
 }
 
 /// A request's candidate hosts: copies of their states, or rows of the cache's
@@ -203,6 +207,25 @@ impl SchedulerManager {
             .global_request_id()
             .or(ctx.request_id())
             .map(str::to_string);
+
+        // nova's claims read each instance's allocations before their PUT; asking
+        // Placement for the candidates, those reads go out now, beside that question.
+        let read_ahead = args
+            .instance_uuids
+            .as_deref()
+            .filter(|uuids| {
+                !is_rebuild
+                    && !uuids.is_empty()
+                    && self.options.read_allocations_ahead
+                    && self.placement_index.is_none()
+            })
+            .map(|uuids| {
+                read_ahead::AllocationReadAhead::start(
+                    Arc::clone(&self.placement),
+                    uuids,
+                    global_request_id.clone(),
+                )
+            });
 
         // Steps 3–4: prefilters, Placement query, candidates indexed by provider.
         let mut candidates_by_rp: Option<CandidatesByProvider> = None;
@@ -358,7 +381,7 @@ impl SchedulerManager {
                 if claiming {
                     claim_attempts = 1;
                 }
-                self.schedule_per_instance(&mut hosts, request, &claims, &mut rng)
+                self.schedule_per_instance(&mut hosts, request, &claims, read_ahead, &mut rng)
                     .await
             }
         }
@@ -510,6 +533,7 @@ impl SchedulerManager {
         hosts: &mut RequestHosts,
         request: ScheduleRequest,
         claims: &ClaimContext,
+        read_ahead: Option<read_ahead::AllocationReadAhead>,
         rng: &mut StdRng,
     ) -> Result<ScheduleOutcome, ScheduleError> {
         let mut claimer = claims::PlacementClaims::new(
@@ -518,7 +542,8 @@ impl SchedulerManager {
             claims.project_id.clone(),
             claims.user_id.clone(),
             claims.global_request_id.clone(),
-        );
+        )
+        .with_read_ahead(read_ahead);
         self.decide(hosts, request, &mut claimer, rng).await
     }
 
@@ -671,7 +696,7 @@ impl SchedulerManager {
                     };
                     *hosts = fresh;
                     let outcome = self
-                        .schedule_per_instance(hosts, request(&spec), claims, rng)
+                        .schedule_per_instance(hosts, request(&spec), claims, None, rng)
                         .await;
                     return done(outcome, attempt + 1, false);
                 }

@@ -19,7 +19,7 @@ pub mod resource_request;
 
 pub use auth::{PasswordAuth, PlacementAuth};
 pub use candidates::AllocationCandidates;
-pub use client::{BatchClaim, PlacementClient};
+pub use client::{BatchClaim, CurrentAllocations, PlacementClient};
 pub use query::{allocation_candidates_query, encode_query, QueryOptions};
 pub use resource_request::{
     destination_target, resources_from_request_spec, RequestError, ResourceRequest, Target,

@@ -817,6 +817,258 @@ async fn nested_and_sharing_providers_granular_same_subtree() {
 }
 
 // ---------------------------------------------------------------------------------------
+// (e) Each instance's allocations read while the candidates are asked for.
+
+/// A gate hook: holds the candidates question until Placement has answered the
+/// read of `consumer`'s allocations (at most 20 s; `held` tells whether it came),
+/// then runs `meanwhile` before the question goes on.
+fn hold_candidates_until_read<F, Fut>(
+    consumer: &str,
+    held: Arc<AtomicBool>,
+    meanwhile: F,
+) -> BeforeCandidates
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let path = format!("/allocations/{consumer}");
+    let meanwhile = Arc::new(meanwhile);
+    Arc::new(move |log: Arc<Mutex<Vec<Exchange>>>| {
+        let (path, held, meanwhile) = (path.clone(), held.clone(), meanwhile.clone());
+        Box::pin(async move {
+            let read = |log: &Mutex<Vec<Exchange>>| {
+                log.lock()
+                    .expect("log")
+                    .iter()
+                    .any(|e| e.method == "GET" && e.path == path)
+            };
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            while !read(&log) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            held.store(read(&log), Ordering::SeqCst);
+            meanwhile().await;
+        })
+    })
+}
+
+/// `(method, path)` of what the gate forwarded, candidates shown as one path.
+fn calls(gate: &Gate) -> Vec<(String, String)> {
+    gate.exchanges()
+        .into_iter()
+        .map(|e| (e.method, e.path))
+        .collect()
+}
+
+/// Two instances on two hosts. The read of instance 1's allocations reaches
+/// Placement while the candidates question is still held at the gate (the read
+/// does not wait for the answer), and each instance is claimed with one `GET`
+/// and one `PUT`, as nova does: the same questions, the reads earlier. With
+/// `read_allocations_ahead = false` the order is nova's: candidates, then `GET`
+/// and `PUT` per instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocations_read_while_the_candidates_are_asked() {
+    let cloud = Cloud::new("readahead").await;
+    cloud.host("readahead-0", (4, 1.0), 8192, 80).await;
+    cloud.host("readahead-1", (4, 1.0), 8192, 80).await;
+    let uuids: Vec<String> = (0..2).map(|_| uuid()).collect();
+    let held = Arc::new(AtomicBool::new(false));
+    let hook = hold_candidates_until_read(&uuids[0], held.clone(), || async {});
+    let gate = Gate::start_with("readahead", None, Some(hook)).await;
+    let manager = cloud.scheduler(&gate.url, 6).await;
+
+    let sels = select(
+        &manager,
+        cloud.spec((2, 2048, 20), json!({}), &uuids),
+        &uuids,
+    )
+    .await
+    .expect("both placed");
+    assert_eq!(sels.len(), 2);
+    assert!(
+        held.load(Ordering::SeqCst),
+        "instance 1's allocations were read before the candidates were answered: {:?}",
+        calls(&gate)
+    );
+    let log = calls(&gate);
+    let candidates = log
+        .iter()
+        .position(|(_, p)| p == "/allocation_candidates")
+        .expect("candidates asked");
+    for u in &uuids {
+        let path = format!("/allocations/{u}");
+        let of_u: Vec<(usize, &str)> = log
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, p))| *p == path)
+            .map(|(i, (m, _))| (i, m.as_str()))
+            .collect();
+        assert_eq!(
+            of_u.iter().map(|(_, m)| *m).collect::<Vec<_>>(),
+            vec!["GET", "PUT"],
+            "{u}: {log:?}"
+        );
+        assert!(
+            of_u[1].0 > candidates,
+            "claimed after the candidates: {log:?}"
+        );
+    }
+    assert_eq!(gate.puts().iter().filter(|(_, s)| *s == 204).count(), 2);
+
+    // The same request, reads at claim time: nova's order exactly.
+    let gate = Gate::start("readahead-off", None).await;
+    let manager = cloud
+        .scheduler_with(&gate.url, 6, |o| o.read_allocations_ahead = false)
+        .await;
+    let later: Vec<String> = (0..2).map(|_| uuid()).collect();
+    select(
+        &manager,
+        cloud.spec((1, 1024, 10), json!({}), &later),
+        &later,
+    )
+    .await
+    .expect("both placed");
+    let want: Vec<(String, String)> = [
+        ("GET", "/allocation_candidates".to_string()),
+        ("GET", format!("/allocations/{}", later[0])),
+        ("PUT", format!("/allocations/{}", later[0])),
+        ("GET", format!("/allocations/{}", later[1])),
+        ("PUT", format!("/allocations/{}", later[1])),
+    ]
+    .into_iter()
+    .map(|(m, p)| (m.to_string(), p))
+    .collect();
+    assert_eq!(calls(&gate), want);
+}
+
+/// An instance that still holds its source allocation (an evacuation; the source
+/// is not a candidate): the read ahead sees it and the claim doubles it, as nova's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evacuation_claim_doubles_the_allocation_read_ahead() {
+    let cloud = Cloud::new("evacuate").await;
+    let dst = cloud.host("evacuate-0", (4, 1.0), 8192, 80).await;
+    // The source: a provider without the test's trait, so never a candidate.
+    let src = uuid();
+    cloud
+        .admin
+        .compute_provider(&src, "evacuate-src", (4, 1.0), 8192, 80, &["OWNER_NOVA"])
+        .await;
+    let instance = vec![uuid()];
+    let source_claim = json!({"allocations": {&src: {"resources": {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}}}});
+    let (status, body) = cloud
+        .admin
+        .claim("1.36", &instance[0], &source_claim, PROJECT, USER)
+        .await;
+    assert_eq!(status, 204, "source allocation: {body}");
+    let gate = Gate::start("evacuate", None).await;
+    let manager = cloud.scheduler(&gate.url, 7).await;
+
+    let sels = select(
+        &manager,
+        cloud.spec((2, 2048, 20), json!({}), &instance),
+        &instance,
+    )
+    .await
+    .expect("placed");
+    assert_eq!(sels[0][0].compute_node_uuid, dst);
+    let held = cloud.admin.allocations(&instance[0]).await;
+    let mut rps: Vec<&String> = held["allocations"]
+        .as_object()
+        .expect("allocations")
+        .keys()
+        .collect();
+    rps.sort();
+    let mut want = vec![&src, &dst];
+    want.sort();
+    assert_eq!(rps, want, "{held}");
+    let path = format!("/allocations/{}", instance[0]);
+    let of_instance: Vec<String> = calls(&gate)
+        .into_iter()
+        .filter(|(_, p)| *p == path)
+        .map(|(m, _)| m)
+        .collect();
+    assert_eq!(of_instance, vec!["GET", "PUT"]);
+}
+
+/// The instance's allocations change after they were read and before the claim
+/// (another writer gives the new consumer an allocation while the candidates
+/// question is held): Placement refuses the claim's `PUT` for its stale consumer
+/// generation, the request fails with nova's `AllocationUpdateFailed`, and the
+/// other writer's allocation is left as it was: nothing is released that this
+/// request did not claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocations_changed_after_the_read_fail_the_request() {
+    let cloud = Cloud::new("readrace").await;
+    let dst = cloud.host("readrace-0", (4, 1.0), 8192, 80).await;
+    let elsewhere = uuid();
+    cloud
+        .admin
+        .compute_provider(
+            &elsewhere,
+            "readrace-other",
+            (4, 1.0),
+            8192,
+            80,
+            &["OWNER_NOVA"],
+        )
+        .await;
+    let instance = vec![uuid()];
+    let held = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (admin, consumer, rp) = (
+            placement_admin::Admin::new().await,
+            instance[0].clone(),
+            elsewhere.clone(),
+        );
+        let admin = Arc::new(admin);
+        move || {
+            let (admin, consumer, rp) = (admin.clone(), consumer.clone(), rp.clone());
+            async move {
+                let claim =
+                    json!({"allocations": {&rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}});
+                let (status, body) = admin.claim("1.36", &consumer, &claim, PROJECT, USER).await;
+                assert_eq!(status, 204, "the other writer: {body}");
+            }
+        }
+    };
+    let hook = hold_candidates_until_read(&instance[0], held.clone(), writer);
+    let gate = Gate::start_with("readrace", None, Some(hook)).await;
+    let manager = cloud.scheduler(&gate.url, 8).await;
+
+    let result = select(
+        &manager,
+        cloud.spec((2, 2048, 20), json!({}), &instance),
+        &instance,
+    )
+    .await;
+    assert!(
+        held.load(Ordering::SeqCst),
+        "read before the candidates: {:?}",
+        calls(&gate)
+    );
+    match result {
+        Err(e) => {
+            assert_eq!(e.class, "AllocationUpdateFailed", "{e:?}");
+            assert!(e.message.contains(&instance[0]), "{e:?}");
+        }
+        Ok(s) => panic!("expected AllocationUpdateFailed, got {s:?}"),
+    }
+    assert_eq!(gate.puts(), vec![(instance[0].clone(), 409)]);
+    assert_eq!(gate.deletes(), vec![]);
+    let now = cloud.admin.allocations(&instance[0]).await;
+    let rps: Vec<&String> = now["allocations"]
+        .as_object()
+        .expect("allocations")
+        .keys()
+        .collect();
+    assert_eq!(rps, vec![&elsewhere], "{now}");
+    assert_eq!(
+        cloud.admin.usages(&dst).await,
+        json!({"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0})
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // (f) A Placement outage: NoValidHost at once, logged once per outage.
 
 #[derive(Clone, Default)]

@@ -312,6 +312,139 @@ async fn existing_consumer_is_doubled_and_generation_conflict_fails() {
     }
 }
 
+/// A claim built on allocations read earlier (`current_allocations`, as the manager
+/// reads them while it waits on the candidates): it doubles an evacuating
+/// instance's allocation as a claim that reads for itself does, and when the
+/// consumer's allocations changed after the read, Placement refuses the `PUT` (its
+/// consumer generation is stale) and the claim fails with `AllocationUpdateFailed`,
+/// leaving what the other writer wrote in place.
+#[tokio::test]
+async fn claim_from_allocations_read_earlier() {
+    let admin = Admin::new().await;
+    let (src, dst, other) = (uuid(), uuid(), uuid());
+    for rp in [&src, &dst, &other] {
+        admin
+            .provider(rp, (4, 8192, 50), &["OWNER_NOVA", "CUSTOM_NSRS_READ_AHEAD"])
+            .await;
+    }
+    let client = admin_client(&admin.url);
+    let on = |rp: &str| json!({"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}, "mappings": {"": [rp]}});
+    let held_by = |allocs: &Value| {
+        let mut rps: Vec<String> = allocs["allocations"]
+            .as_object()
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default();
+        rps.sort();
+        rps
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+
+    // A new instance: read (nothing held), claimed from that read.
+    let fresh = uuid();
+    let read = client
+        .current_allocations(&fresh, None)
+        .await
+        .expect("read");
+    assert!(client
+        .claim_resources_from(&fresh, &on(&dst), PROJECT, USER, None, Some(read))
+        .await
+        .expect("claim"));
+    assert_eq!(held_by(&admin.allocations(&fresh).await), vec![dst.clone()]);
+
+    // An evacuation: the read sees the source allocation; the claim doubles it.
+    let evacuee = uuid();
+    assert!(client
+        .claim_resources(&evacuee, &on(&src), PROJECT, USER, None)
+        .await
+        .expect("source"));
+    let read = client
+        .current_allocations(&evacuee, None)
+        .await
+        .expect("read");
+    assert!(client
+        .claim_resources_from(&evacuee, &on(&dst), PROJECT, USER, None, Some(read))
+        .await
+        .expect("doubled"));
+    assert_eq!(
+        held_by(&admin.allocations(&evacuee).await),
+        sorted(vec![src.clone(), dst.clone()])
+    );
+
+    // Read as a new consumer, then someone else gives it allocations before the PUT.
+    let raced = uuid();
+    let read = client
+        .current_allocations(&raced, None)
+        .await
+        .expect("read");
+    assert!(client
+        .claim_resources(&raced, &on(&other), PROJECT, USER, None)
+        .await
+        .expect("the other writer"));
+    match client
+        .claim_resources_from(&raced, &on(&dst), PROJECT, USER, None, Some(read))
+        .await
+    {
+        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
+            assert_eq!(consumer_uuid, raced)
+        }
+        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
+    }
+    assert_eq!(
+        held_by(&admin.allocations(&raced).await),
+        vec![other.clone()]
+    );
+
+    // An evacuation whose allocations move (a new generation) after the read.
+    let moved = uuid();
+    assert!(client
+        .claim_resources(&moved, &on(&src), PROJECT, USER, None)
+        .await
+        .expect("source"));
+    let read = client
+        .current_allocations(&moved, None)
+        .await
+        .expect("read");
+    let now = admin.allocations(&moved).await;
+    let mut rewrite = on(&other);
+    rewrite["project_id"] = json!(PROJECT);
+    rewrite["user_id"] = json!(USER);
+    rewrite["consumer_generation"] = now["consumer_generation"].clone();
+    let (status, body) = admin
+        .call(
+            reqwest::Method::PUT,
+            &format!("/allocations/{moved}"),
+            Some(rewrite),
+        )
+        .await;
+    assert_eq!(status, 204, "rewrite: {body}");
+    match client
+        .claim_resources_from(&moved, &on(&dst), PROJECT, USER, None, Some(read))
+        .await
+    {
+        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
+            assert_eq!(consumer_uuid, moved)
+        }
+        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
+    }
+    assert_eq!(
+        held_by(&admin.allocations(&moved).await),
+        vec![other.clone()]
+    );
+
+    // Without a read, the same claim reads for itself and doubles what is there now.
+    assert!(client
+        .claim_resources_from(&moved, &on(&dst), PROJECT, USER, None, None)
+        .await
+        .expect("claim after reading again"));
+    assert_eq!(
+        held_by(&admin.allocations(&moved).await),
+        sorted(vec![other.clone(), dst.clone()])
+    );
+}
+
 #[tokio::test]
 async fn no_token_and_unreachable_are_distinguishable() {
     let url = placement_server::url().await;

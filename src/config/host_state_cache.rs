@@ -33,6 +33,10 @@ pub struct HostStateCacheSection {
     /// hosts in an index of their weights instead of weighing every candidate (the
     /// same decisions). False weighs a copy of every candidate's state per request.
     pub indexed_decision: bool,
+    /// Asking Placement for the candidates: read each instance's current
+    /// allocations (the `GET` of nova's claim) at the same time, so the claim after
+    /// the decision sends only its `PUT`. False reads them at claim time, as nova.
+    pub read_allocations_ahead: bool,
 }
 
 impl Default for HostStateCacheSection {
@@ -44,6 +48,7 @@ impl Default for HostStateCacheSection {
             retained_consumption_ttl: 120.0,
             placement_index_refresh_interval: 1.0,
             indexed_decision: true,
+            read_allocations_ahead: true,
         }
     }
 }
@@ -80,6 +85,7 @@ impl HostStateCacheSection {
                 Some(3600.0),
             ),
             indexed_decision: r.bool("indexed_decision", d.indexed_decision),
+            read_allocations_ahead: r.bool("read_allocations_ahead", d.read_allocations_ahead),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! The core's [`Claimer`] over Placement, with nova's rules: a consumer-generation
 //! conflict fails the request; any other failure to claim moves on to the next host.
 
+use super::read_ahead::AllocationReadAhead;
 use crate::model::HostState;
 use crate::placement::index::LiveIndex;
 use crate::placement::{PlacementClient, PlacementError};
@@ -17,6 +18,8 @@ pub struct PlacementClaims<'a> {
     project_id: String,
     user_id: String,
     global_request_id: Option<String>,
+    /// The instances' current allocations, read while the candidates were asked for.
+    read_ahead: Option<AllocationReadAhead>,
 }
 
 impl<'a> PlacementClaims<'a> {
@@ -33,7 +36,14 @@ impl<'a> PlacementClaims<'a> {
             project_id,
             user_id,
             global_request_id,
+            read_ahead: None,
         }
+    }
+
+    /// Claims build on the allocations `read_ahead` read instead of reading them.
+    pub fn with_read_ahead(mut self, read_ahead: Option<AllocationReadAhead>) -> Self {
+        self.read_ahead = read_ahead;
+        self
     }
 }
 
@@ -44,14 +54,19 @@ impl Claimer for PlacementClaims<'_> {
         host: &HostState,
         allocation_request: &Value,
     ) -> Result<bool, ClaimError> {
+        let current = match self.read_ahead.as_mut() {
+            Some(read_ahead) => read_ahead.take(instance_uuid).await,
+            None => None,
+        };
         match self
             .placement
-            .claim_resources(
+            .claim_resources_from(
                 instance_uuid,
                 allocation_request,
                 &self.project_id,
                 &self.user_id,
                 self.global_request_id.as_deref(),
+                current,
             )
             .await
         {

@@ -42,6 +42,23 @@ pub enum BatchClaim {
     Unsupported,
 }
 
+/// A consumer's allocations as nova's claim reads them before its `PUT`
+/// (`GET /allocations/{uuid}` at microversion 1.28), read ahead of the claim by
+/// [`PlacementClient::current_allocations`].
+pub struct CurrentAllocations {
+    consumer_uuid: String,
+    answer: Answer,
+}
+
+impl std::fmt::Debug for CurrentAllocations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CurrentAllocations")
+            .field("consumer_uuid", &self.consumer_uuid)
+            .field("status", &self.answer.status)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What one claim attempt found.
 enum Claim {
     Done(bool),
@@ -134,6 +151,61 @@ impl PlacementClient {
         user_id: &str,
         global_request_id: Option<&str>,
     ) -> Result<bool, PlacementError> {
+        self.claim_resources_from(
+            consumer_uuid,
+            alloc_request,
+            project_id,
+            user_id,
+            global_request_id,
+            None,
+        )
+        .await
+    }
+
+    /// nova's `GET /allocations/{uuid}` of a claim, on its own: what the consumer
+    /// holds now (nothing for a new instance; its source allocation on an
+    /// evacuation), to be handed to [`Self::claim_resources_from`].
+    pub async fn current_allocations(
+        &self,
+        consumer_uuid: &str,
+        global_request_id: Option<&str>,
+    ) -> Result<CurrentAllocations, PlacementError> {
+        let path = format!("/allocations/{consumer_uuid}");
+        let answer = self
+            .request(
+                Method::GET,
+                &path,
+                Some(CONSUMER_GENERATION_VERSION),
+                None,
+                global_request_id,
+            )
+            .await?;
+        Ok(CurrentAllocations {
+            consumer_uuid: consumer_uuid.to_string(),
+            answer,
+        })
+    }
+
+    /// [`Self::claim_resources`] whose first attempt builds its `PUT` on `current`,
+    /// read earlier, instead of reading the consumer's allocations again; later
+    /// attempts read them again, as nova's every attempt does. The `PUT` carries the
+    /// consumer generation that read saw (null for a new consumer), so a consumer
+    /// whose allocations changed since is refused by Placement and fails the request
+    /// with `AllocationUpdateFailed`, as a change between nova's `GET` and `PUT` does.
+    pub async fn claim_resources_from(
+        &self,
+        consumer_uuid: &str,
+        alloc_request: &Value,
+        project_id: &str,
+        user_id: &str,
+        global_request_id: Option<&str>,
+        mut current: Option<CurrentAllocations>,
+    ) -> Result<bool, PlacementError> {
+        // Another consumer's read is no read of this one: read again.
+        debug_assert!(current
+            .as_ref()
+            .is_none_or(|c| c.consumer_uuid == consumer_uuid));
+        current = current.filter(|c| c.consumer_uuid == consumer_uuid);
         for attempt in 0..CLAIM_ATTEMPTS {
             let sleep = rand::random::<f64>() * f64::from(attempt * 2);
             tokio::time::sleep(self.retry_unit.mul_f64(sleep)).await;
@@ -144,6 +216,7 @@ impl PlacementClient {
                     project_id,
                     user_id,
                     global_request_id,
+                    current.take(),
                 )
                 .await;
             match outcome {
@@ -174,6 +247,7 @@ impl PlacementClient {
         project_id: &str,
         user_id: &str,
         global_request_id: Option<&str>,
+        current: Option<CurrentAllocations>,
     ) -> Result<Claim, PlacementError> {
         let path = format!("/allocations/{consumer_uuid}");
         let mut payload = match alloc_request {
@@ -186,15 +260,14 @@ impl PlacementClient {
             }
         };
         let mut consumer_generation = Value::Null;
-        let current = self
-            .request(
-                Method::GET,
-                &path,
-                Some(CONSUMER_GENERATION_VERSION),
-                None,
-                global_request_id,
-            )
-            .await?;
+        let current = match current {
+            Some(read_ahead) => read_ahead.answer,
+            None => {
+                self.current_allocations(consumer_uuid, global_request_id)
+                    .await?
+                    .answer
+            }
+        };
         if current.status == 200 {
             let body: Value = parse(&current.body, "GET /allocations")?;
             if let Some(existing) = body["allocations"].as_object().filter(|a| !a.is_empty()) {

@@ -151,6 +151,16 @@ impl Cloud {
 
     /// A scheduler instance over this cloud, talking to Placement at `placement_url`.
     pub async fn scheduler(&self, placement_url: &str, seed: u64) -> SchedulerManager {
+        self.scheduler_with(placement_url, seed, |_| {}).await
+    }
+
+    /// [`Cloud::scheduler`] with its manager options changed by `options`.
+    pub async fn scheduler_with(
+        &self,
+        placement_url: &str,
+        seed: u64,
+        options: impl FnOnce(&mut ManagerOptions),
+    ) -> SchedulerManager {
         let store = HostStateStore::connect(StateOptions::new(
             nova_schema::sqlx_url(&self.api_db),
             nova_schema::sqlx_url(&self.cell0_db),
@@ -169,18 +179,21 @@ impl Cloud {
             ..PlacementOptions::default()
         })
         .expect("placement client");
+        let mut manager_options = ManagerOptions {
+            max_placement_results: 1000,
+            default_availability_zone: "nova".into(),
+            rng_seed: Some(seed),
+            prefilters: PrefilterOptions::default(),
+            load_instance_system_metadata: false,
+            indexed_decision: true,
+            read_allocations_ahead: true,
+        };
+        options(&mut manager_options);
         SchedulerManager::new(
             scheduler,
             Arc::new(store),
             Arc::new(placement),
-            ManagerOptions {
-                max_placement_results: 1000,
-                default_availability_zone: "nova".into(),
-                rng_seed: Some(seed),
-                prefilters: PrefilterOptions::default(),
-                load_instance_system_metadata: false,
-                indexed_decision: true,
-            },
+            manager_options,
         )
     }
 
@@ -319,26 +332,53 @@ pub struct Gate {
     pub down: Arc<AtomicBool>,
 }
 
+/// Run by the gate before it forwards a `GET /allocation_candidates`, with the
+/// gate's log of what Placement answered so far.
+pub type BeforeCandidates = Arc<
+    dyn Fn(
+            Arc<Mutex<Vec<Exchange>>>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
 impl Gate {
     /// A proxy to the real Placement named `name`; claims wait on `barrier` if given.
     pub async fn start(name: &str, barrier: Option<Arc<Barrier>>) -> Gate {
+        Gate::start_with(name, barrier, None).await
+    }
+
+    /// [`Gate::start`], running `before_candidates` before each candidates question
+    /// is forwarded.
+    pub async fn start_with(
+        name: &str,
+        barrier: Option<Arc<Barrier>>,
+        before_candidates: Option<BeforeCandidates>,
+    ) -> Gate {
         let target = placement_server::url().await.to_string();
         let log: Arc<Mutex<Vec<Exchange>>> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
         let http = reqwest::Client::new();
         let (log2, down2, name) = (log.clone(), down.clone(), name.to_string());
         let stub = http_stub::start_async(Arc::new(move |r: Recorded| {
-            let (http, target, log, down, barrier, name) = (
+            let (http, target, log, down, barrier, name, before_candidates) = (
                 http.clone(),
                 target.clone(),
                 log2.clone(),
                 down2.clone(),
                 barrier.clone(),
                 name.clone(),
+                before_candidates.clone(),
             );
             Box::pin(async move {
                 if down.load(Ordering::SeqCst) {
                     return None;
+                }
+                if let (Some(hook), true) = (
+                    &before_candidates,
+                    r.path.starts_with("/allocation_candidates"),
+                ) {
+                    hook(log.clone()).await;
                 }
                 if let (Some(b), true) = (&barrier, r.method == "PUT") {
                     let mut rx = b.asked.subscribe();
