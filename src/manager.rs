@@ -208,25 +208,6 @@ impl SchedulerManager {
             .or(ctx.request_id())
             .map(str::to_string);
 
-        // nova's claims read each instance's allocations before their PUT; asking
-        // Placement for the candidates, those reads go out now, beside that question.
-        let read_ahead = args
-            .instance_uuids
-            .as_deref()
-            .filter(|uuids| {
-                !is_rebuild
-                    && !uuids.is_empty()
-                    && self.options.read_allocations_ahead
-                    && self.placement_index.is_none()
-            })
-            .map(|uuids| {
-                read_ahead::AllocationReadAhead::start(
-                    Arc::clone(&self.placement),
-                    uuids,
-                    global_request_id.clone(),
-                )
-            });
-
         // Steps 3–4: prefilters, Placement query, candidates indexed by provider.
         let mut candidates_by_rp: Option<CandidatesByProvider> = None;
         let mut compute_uuids: Option<Vec<String>> = None;
@@ -234,6 +215,7 @@ impl SchedulerManager {
         // request whose claim is refused asks again (see `schedule_batched`).
         let mut spec_before_candidates = None;
         let mut from_index = false;
+        let mut read_ahead = None;
         if !is_rebuild {
             let mark = Instant::now();
             prefilters::process(&mut spec, &self.store, &self.options.prefilters)
@@ -247,6 +229,24 @@ impl SchedulerManager {
             if self.placement_index.is_some() {
                 spec_before_candidates = Some(spec.clone());
             }
+            // nova's claims read each instance's allocations before their PUT; asking
+            // Placement for the candidates, those reads go out now, beside that
+            // question (after the prefilters, whose work they would only slow).
+            read_ahead = args
+                .instance_uuids
+                .as_deref()
+                .filter(|uuids| {
+                    !uuids.is_empty()
+                        && self.options.read_allocations_ahead
+                        && self.placement_index.is_none()
+                })
+                .map(|uuids| {
+                    read_ahead::AllocationReadAhead::start(
+                        Arc::clone(&self.placement),
+                        uuids,
+                        global_request_id.clone(),
+                    )
+                });
             let answer = prefilters::allocation_candidates(
                 &mut spec,
                 &self.store,
@@ -339,6 +339,7 @@ impl SchedulerManager {
             project_id,
             user_id,
             global_request_id,
+            waited: ClaimTime::default(),
         };
         // The RNG lock is held only for the synchronous parts; a fresh RNG per request
         // is derived so concurrent requests never wait on each other's claims.
@@ -391,6 +392,7 @@ impl SchedulerManager {
             RequestHosts::Table { .. } => "table",
         };
         phases.schedule = mark.elapsed();
+        phases.claims = claims.waited.total();
         let outcome = outcome?;
         if let Some((n, notified)) = notified.as_mut() {
             // nova's `_schedule` set `spec_obj.instance_uuid` to each instance in turn.
@@ -435,6 +437,7 @@ impl SchedulerManager {
             phase_placement_ms = ms(phases.placement),
             phase_state_ms = ms(phases.state),
             phase_schedule_ms = ms(phases.schedule),
+            phase_claims_ms = ms(phases.claims),
             phase_encode_ms = ms(phases.encode),
             total_ms = ms(started.elapsed()),
             candidates_fast = counts.fast,
@@ -542,6 +545,7 @@ impl SchedulerManager {
             claims.project_id.clone(),
             claims.user_id.clone(),
             claims.global_request_id.clone(),
+            &claims.waited,
         )
         .with_read_ahead(read_ahead);
         self.decide(hosts, request, &mut claimer, rng).await
@@ -666,6 +670,7 @@ impl SchedulerManager {
                 // took its claims back out of the index.
                 Err(e) => return done(Err(e), attempt, true),
             };
+            let posted = Instant::now();
             let committed = claimer
                 .commit(
                     &self.placement,
@@ -674,6 +679,7 @@ impl SchedulerManager {
                     claims.global_request_id.as_deref(),
                 )
                 .await;
+            claims.waited.add(posted);
             match committed {
                 Ok(()) => {
                     self.batched_claims.fetch_add(1, Ordering::Relaxed);
@@ -863,11 +869,28 @@ fn index_by_provider(allocation_requests: Vec<AllocationCandidate>) -> Candidate
     index
 }
 
-/// Who the claims of a request are made for.
+/// Who the claims of a request are made for, and the time they waited on Placement.
 struct ClaimContext {
     project_id: String,
     user_id: String,
     global_request_id: Option<String>,
+    waited: ClaimTime,
+}
+
+/// Time a request's claims (and their release) spent waiting on Placement: the
+/// part of the schedule phase that is not our own work.
+#[derive(Default)]
+pub(crate) struct ClaimTime(AtomicU64);
+
+impl ClaimTime {
+    pub(crate) fn add(&self, since: Instant) {
+        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn total(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// What [`SchedulerManager::schedule_batched`] did.
@@ -888,6 +911,8 @@ struct Phases {
     state: std::time::Duration,
     /// Filters, weighers and claims, interleaved per instance as nova runs them.
     schedule: std::time::Duration,
+    /// The part of `schedule` spent waiting on Placement's answers to the claims.
+    claims: std::time::Duration,
     encode: std::time::Duration,
 }
 

@@ -3,11 +3,13 @@
 //! conflict fails the request; any other failure to claim moves on to the next host.
 
 use super::read_ahead::AllocationReadAhead;
+use super::ClaimTime;
 use crate::model::HostState;
 use crate::placement::index::LiveIndex;
 use crate::placement::{PlacementClient, PlacementError};
 use crate::scheduler::{ClaimError, Claimer};
 use serde_json::Value;
+use std::time::Instant;
 use tracing::warn;
 
 pub struct PlacementClaims<'a> {
@@ -20,6 +22,8 @@ pub struct PlacementClaims<'a> {
     global_request_id: Option<String>,
     /// The instances' current allocations, read while the candidates were asked for.
     read_ahead: Option<AllocationReadAhead>,
+    /// Where the time spent waiting on Placement is added up.
+    waited: &'a ClaimTime,
 }
 
 impl<'a> PlacementClaims<'a> {
@@ -29,6 +33,7 @@ impl<'a> PlacementClaims<'a> {
         project_id: String,
         user_id: String,
         global_request_id: Option<String>,
+        waited: &'a ClaimTime,
     ) -> Self {
         PlacementClaims {
             placement,
@@ -37,6 +42,7 @@ impl<'a> PlacementClaims<'a> {
             user_id,
             global_request_id,
             read_ahead: None,
+            waited,
         }
     }
 
@@ -54,11 +60,12 @@ impl Claimer for PlacementClaims<'_> {
         host: &HostState,
         allocation_request: &Value,
     ) -> Result<bool, ClaimError> {
+        let asked = Instant::now();
         let current = match self.read_ahead.as_mut() {
             Some(read_ahead) => read_ahead.take(instance_uuid).await,
             None => None,
         };
-        match self
+        let claimed = self
             .placement
             .claim_resources_from(
                 instance_uuid,
@@ -68,8 +75,9 @@ impl Claimer for PlacementClaims<'_> {
                 self.global_request_id.as_deref(),
                 current,
             )
-            .await
-        {
+            .await;
+        self.waited.add(asked);
+        match claimed {
             Ok(true) => {
                 if let Some(index) = self.index {
                     index.apply_claim(allocation_request);
@@ -102,6 +110,7 @@ impl Claimer for PlacementClaims<'_> {
     /// Deletes every claim of the request; keeps going past a failure so no claim is
     /// left behind, then reports the first failure as nova's `AllocationDeleteFailed`.
     async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
+        let asked = Instant::now();
         let mut first_error = None;
         for uuid in instance_uuids {
             if let Err(e) = self.placement.delete_allocation_for_instance(uuid).await {
@@ -112,6 +121,7 @@ impl Claimer for PlacementClaims<'_> {
                 });
             }
         }
+        self.waited.add(asked);
         first_error.map_or(Ok(()), Err)
     }
 }
