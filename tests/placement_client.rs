@@ -111,6 +111,31 @@ impl Admin {
     }
 }
 
+/// The providers a consumer holds allocations on, sorted.
+fn providers_held(allocations: &Value) -> Vec<String> {
+    let mut rps: Vec<String> = allocations["allocations"]
+        .as_object()
+        .map(|a| a.keys().cloned().collect())
+        .unwrap_or_default();
+    rps.sort();
+    rps
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// A claim that failed with nova's `AllocationUpdateFailed` for `consumer`.
+fn assert_update_failed(result: Result<bool, PlacementError>, consumer: &str) {
+    match result {
+        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
+            assert_eq!(consumer_uuid, consumer)
+        }
+        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
+    }
+}
+
 fn admin_client(url: &str) -> PlacementClient {
     PlacementClient::new(PlacementOptions {
         endpoint: Some(url.to_string()),
@@ -287,29 +312,20 @@ async fn existing_consumer_is_doubled_and_generation_conflict_fails() {
         .claim_resources(&consumer, &on(&dst), PROJECT, USER, None)
         .await
         .expect("doubled"));
-    let allocs = admin.allocations(&consumer).await;
-    let mut rps: Vec<&String> = allocs["allocations"]
-        .as_object()
-        .expect("allocations")
-        .keys()
-        .collect();
-    rps.sort();
-    let mut want = vec![&src, &dst];
-    want.sort();
-    assert_eq!(rps, want);
+    assert_eq!(
+        providers_held(&admin.allocations(&consumer).await),
+        sorted(vec![src.clone(), dst.clone()])
+    );
     // A consumer generation the caller put in the request (forced evacuation) that is
     // stale: Placement reports a consumer generation conflict -> AllocationUpdateFailed.
     let mut stale = on(&dst);
     stale["consumer_generation"] = json!(99);
-    match client
-        .claim_resources(&consumer, &stale, PROJECT, USER, None)
-        .await
-    {
-        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
-            assert_eq!(consumer_uuid, consumer)
-        }
-        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
-    }
+    assert_update_failed(
+        client
+            .claim_resources(&consumer, &stale, PROJECT, USER, None)
+            .await,
+        &consumer,
+    );
 }
 
 /// A claim built on allocations read earlier (`current_allocations`, as the manager
@@ -329,19 +345,6 @@ async fn claim_from_allocations_read_earlier() {
     }
     let client = admin_client(&admin.url);
     let on = |rp: &str| json!({"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}, "mappings": {"": [rp]}});
-    let held_by = |allocs: &Value| {
-        let mut rps: Vec<String> = allocs["allocations"]
-            .as_object()
-            .map(|a| a.keys().cloned().collect())
-            .unwrap_or_default();
-        rps.sort();
-        rps
-    };
-    let sorted = |mut v: Vec<String>| {
-        v.sort();
-        v
-    };
-
     // A new instance: read (nothing held), claimed from that read.
     let fresh = uuid();
     let read = client
@@ -352,7 +355,10 @@ async fn claim_from_allocations_read_earlier() {
         .claim_resources_from(&fresh, &on(&dst), PROJECT, USER, None, Some(read))
         .await
         .expect("claim"));
-    assert_eq!(held_by(&admin.allocations(&fresh).await), vec![dst.clone()]);
+    assert_eq!(
+        providers_held(&admin.allocations(&fresh).await),
+        vec![dst.clone()]
+    );
 
     // An evacuation: the read sees the source allocation; the claim doubles it.
     let evacuee = uuid();
@@ -369,7 +375,7 @@ async fn claim_from_allocations_read_earlier() {
         .await
         .expect("doubled"));
     assert_eq!(
-        held_by(&admin.allocations(&evacuee).await),
+        providers_held(&admin.allocations(&evacuee).await),
         sorted(vec![src.clone(), dst.clone()])
     );
 
@@ -383,17 +389,14 @@ async fn claim_from_allocations_read_earlier() {
         .claim_resources(&raced, &on(&other), PROJECT, USER, None)
         .await
         .expect("the other writer"));
-    match client
-        .claim_resources_from(&raced, &on(&dst), PROJECT, USER, None, Some(read))
-        .await
-    {
-        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
-            assert_eq!(consumer_uuid, raced)
-        }
-        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
-    }
+    assert_update_failed(
+        client
+            .claim_resources_from(&raced, &on(&dst), PROJECT, USER, None, Some(read))
+            .await,
+        &raced,
+    );
     assert_eq!(
-        held_by(&admin.allocations(&raced).await),
+        providers_held(&admin.allocations(&raced).await),
         vec![other.clone()]
     );
 
@@ -420,17 +423,14 @@ async fn claim_from_allocations_read_earlier() {
         )
         .await;
     assert_eq!(status, 204, "rewrite: {body}");
-    match client
-        .claim_resources_from(&moved, &on(&dst), PROJECT, USER, None, Some(read))
-        .await
-    {
-        Err(PlacementError::AllocationUpdateFailed { consumer_uuid, .. }) => {
-            assert_eq!(consumer_uuid, moved)
-        }
-        other => panic!("expected AllocationUpdateFailed, got {other:?}"),
-    }
+    assert_update_failed(
+        client
+            .claim_resources_from(&moved, &on(&dst), PROJECT, USER, None, Some(read))
+            .await,
+        &moved,
+    );
     assert_eq!(
-        held_by(&admin.allocations(&moved).await),
+        providers_held(&admin.allocations(&moved).await),
         vec![other.clone()]
     );
 
@@ -440,7 +440,7 @@ async fn claim_from_allocations_read_earlier() {
         .await
         .expect("claim after reading again"));
     assert_eq!(
-        held_by(&admin.allocations(&moved).await),
+        providers_held(&admin.allocations(&moved).await),
         sorted(vec![other.clone(), dst.clone()])
     );
 }

@@ -156,6 +156,19 @@ impl Admin {
             .1
     }
 
+    /// The providers `consumer` holds allocations on, sorted.
+    pub async fn providers_held(&self, consumer: &str) -> Vec<String> {
+        let held = self.allocations(consumer).await;
+        let mut providers: Vec<String> = held["allocations"]
+            .as_object()
+            .unwrap_or_else(|| panic!("allocations of {consumer}: {held}"))
+            .keys()
+            .cloned()
+            .collect();
+        providers.sort();
+        providers
+    }
+
     /// `GET /resource_providers/{rp}/usages`: `{"VCPU": 2, ...}`.
     pub async fn usages(&self, rp: &str) -> Value {
         self.call(
