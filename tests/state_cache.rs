@@ -254,6 +254,35 @@ async fn incremental_refresh_follows_every_kind_of_change() {
 }
 
 #[tokio::test]
+async fn a_row_committed_after_a_pass_with_an_older_stamp_is_read_once_the_margin_passes() {
+    let c = cloud("late", no_retention()).await;
+    c.cache.refresh().await;
+    // Stamped two seconds before it lands, as by a writer whose commit (or
+    // clock) lags: the pass right after does not read it, the lagged slice does.
+    exec(
+        &c.cell1,
+        &["UPDATE services SET disabled = 1, disabled_reason = 'late', \
+           updated_at = UTC_TIMESTAMP() - INTERVAL 2 SECOND WHERE id = 2"
+            .to_string()],
+    )
+    .await;
+    let next = c.cache.refresh().await;
+    assert_eq!(next.services, 0, "{next:?}");
+    let mut seen_after = None;
+    for pass in 1..=8 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if c.cache.refresh().await.services == 1 {
+            seen_after = Some(pass);
+            break;
+        }
+    }
+    let passes = seen_after.expect("the late row is read within the margin");
+    assert!(passes >= 2, "read by the lagged slice, not the fresh one ({passes})");
+    let all = assert_same(&c, None).await;
+    assert!(by_name(&all, "c1-b").service.disabled);
+}
+
+#[tokio::test]
 async fn a_node_created_since_the_last_pass_is_read_for_the_request() {
     let c = cloud("unknown", no_retention()).await;
     exec(

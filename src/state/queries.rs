@@ -203,22 +203,44 @@ pub(super) enum Change<T> {
     Deleted(T),
 }
 
-/// The condition of every incremental read: the row was created, updated or
-/// soft-deleted after the watermark (a query-level soft delete keeps `updated_at`).
-const MOVED_SINCE: &str = "(updated_at > ? OR created_at > ? OR deleted_at > ?)";
+/// What an incremental pass reads: the rows created, updated or soft-deleted
+/// after `fresh`, and those stamped in `(lagged_from, lagged_to]`, a slice of
+/// time old enough by now that a late commit stamped in it has landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Window {
+    pub fresh: NaiveDateTime,
+    pub lagged_from: NaiveDateTime,
+    pub lagged_to: NaiveDateTime,
+}
 
-/// Rows of `sql` (which ends in [`MOVED_SINCE`] and selects `deleted` last) moved
-/// after `since`, each mapped by `row_fn` and sorted into live or soft-deleted.
-async fn moved_since<T>(
+/// The condition of every incremental read (a query-level soft delete keeps
+/// `updated_at`, so `deleted_at` is asked too); bound by [`bind_window`].
+const MOVED_IN_WINDOW: &str = "(updated_at > ? OR (updated_at > ? AND updated_at <= ?) \
+     OR created_at > ? OR (created_at > ? AND created_at <= ?) \
+     OR deleted_at > ? OR (deleted_at > ? AND deleted_at <= ?))";
+
+fn bind_window<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+    window: Window,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    for _ in 0..3 {
+        query = query
+            .bind(window.fresh)
+            .bind(window.lagged_from)
+            .bind(window.lagged_to);
+    }
+    query
+}
+
+/// Rows of `sql` (which ends in [`MOVED_IN_WINDOW`] and selects `deleted`) moved
+/// in `window`, each mapped by `row_fn` and sorted into live or soft-deleted.
+async fn moved_in<T>(
     pool: &MySqlPool,
     sql: String,
-    since: NaiveDateTime,
+    window: Window,
     row_fn: fn(&MySqlRow) -> Result<T, sqlx::Error>,
 ) -> Result<Vec<Change<T>>, sqlx::Error> {
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(since)
-        .bind(since)
-        .bind(since)
+    let rows = bind_window(sqlx::query(AssertSqlSafe(sql)), window)
         .fetch_all(pool)
         .await?;
     rows.iter()
@@ -234,25 +256,26 @@ async fn moved_since<T>(
         .collect()
 }
 
-/// `nova-compute` services created, updated or deleted after `since`.
+/// `nova-compute` services created, updated or deleted in `window`.
 pub(super) async fn changed_services(
     pool: &MySqlPool,
-    since: NaiveDateTime,
+    window: Window,
 ) -> Result<Vec<Change<ServiceRow>>, sqlx::Error> {
     let sql = format!(
         "SELECT {SERVICE_COLUMNS}, deleted FROM services \
-         WHERE `binary` = 'nova-compute' AND {MOVED_SINCE}"
+         WHERE `binary` = 'nova-compute' AND {MOVED_IN_WINDOW}"
     );
-    moved_since(pool, sql, since, service_row).await
+    moved_in(pool, sql, window, service_row).await
 }
 
-/// Compute nodes created, updated or deleted after `since`.
+/// Compute nodes created, updated or deleted in `window`.
 pub(super) async fn changed_compute_nodes(
     pool: &MySqlPool,
-    since: NaiveDateTime,
+    window: Window,
 ) -> Result<Vec<Change<ComputeNodeRow>>, sqlx::Error> {
-    let sql = format!("SELECT {COMPUTE_COLUMNS}, deleted FROM compute_nodes WHERE {MOVED_SINCE}");
-    moved_since(pool, sql, since, compute_node_row).await
+    let sql =
+        format!("SELECT {COMPUTE_COLUMNS}, deleted FROM compute_nodes WHERE {MOVED_IN_WINDOW}");
+    moved_in(pool, sql, window, compute_node_row).await
 }
 
 /// An instance's placement as the cache tracks it: uuid, host, flavor id, and
@@ -278,10 +301,10 @@ pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<HostInstance>,
     Ok(out)
 }
 
-/// Instances created, updated or deleted after `since`.
+/// Instances created, updated or deleted in `window`.
 pub(super) async fn changed_instances(
     pool: &MySqlPool,
-    since: NaiveDateTime,
+    window: Window,
 ) -> Result<Vec<InstanceRow>, sqlx::Error> {
     type Fields = (String, Option<String>, Option<i64>);
     fn fields(row: &MySqlRow) -> Result<Fields, sqlx::Error> {
@@ -291,9 +314,10 @@ pub(super) async fn changed_instances(
             row.try_get("instance_type_id")?,
         ))
     }
-    let sql =
-        format!("SELECT uuid, host, instance_type_id, deleted FROM instances WHERE {MOVED_SINCE}");
-    let changes = moved_since(pool, sql, since, fields).await?;
+    let sql = format!(
+        "SELECT uuid, host, instance_type_id, deleted FROM instances WHERE {MOVED_IN_WINDOW}"
+    );
+    let changes = moved_in(pool, sql, window, fields).await?;
     Ok(changes
         .into_iter()
         .map(|change| {

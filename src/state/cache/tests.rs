@@ -272,3 +272,49 @@ fn instance_flavors_follow_rows_and_casts() {
     c.replace_host_instances("h1", &BTreeSet::new(), None);
     assert!(flavors(&c, 10).is_empty());
 }
+
+/// A row stamped at `stamp` (whole seconds, written `write_frac` into that second)
+/// and committed `lag` seconds after its write, against passes every second that
+/// read at half past: how many passes read it.
+fn passes_reading(stamp: i64, write_frac: f64, lag: f64) -> usize {
+    let at = |secs: i64| t(secs).naive_utc();
+    let mut marks = Watermarks::after_full_read(at(0));
+    let commit = stamp as f64 + write_frac + lag;
+    let mut reads = 0;
+    for now in 1..40 {
+        let window = marks.window(at(now));
+        let visible = commit <= now as f64 + 0.5;
+        let s = at(stamp);
+        let in_window =
+            s > window.fresh || (s > window.lagged_from && s <= window.lagged_to);
+        if visible && in_window {
+            reads += 1;
+        }
+        marks = marks.after_pass(at(now));
+    }
+    reads
+}
+
+#[test]
+fn every_row_committed_within_the_margin_is_read_two_or_three_times() {
+    for stamp in -4..20 {
+        for write_frac in [0.0, 0.4, 0.7] {
+            for lag in [0.0, 0.05, 0.3, 0.9, 1.5, 2.6, 3.2, 3.9, 4.4] {
+                let reads = passes_reading(stamp, write_frac, lag);
+                assert!(
+                    (1..=3).contains(&reads),
+                    "stamp {stamp}, written at +{write_frac}, committed {lag} s later: read {reads} times"
+                );
+            }
+        }
+    }
+    // A prompt commit is read by the pass after it, the overlap second and the
+    // lagged slice.
+    assert_eq!(passes_reading(10, 0.0, 0.0), 3);
+    assert_eq!(passes_reading(10, 0.7, 0.0), 2);
+}
+
+#[test]
+fn a_commit_later_than_the_margin_is_left_to_the_full_resync() {
+    assert_eq!(passes_reading(10, 0.0, WATERMARK_MARGIN_SECS as f64 + 1.0), 0);
+}
