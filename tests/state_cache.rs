@@ -261,9 +261,11 @@ async fn a_row_committed_after_a_pass_with_an_older_stamp_is_read_once_the_margi
     // clock) lags: the pass right after does not read it, the lagged slice does.
     exec(
         &c.cell1,
-        &["UPDATE services SET disabled = 1, disabled_reason = 'late', \
+        &[
+            "UPDATE services SET disabled = 1, disabled_reason = 'late', \
            updated_at = UTC_TIMESTAMP() - INTERVAL 2 SECOND WHERE id = 2"
-            .to_string()],
+                .to_string(),
+        ],
     )
     .await;
     let next = c.cache.refresh().await;
@@ -277,7 +279,10 @@ async fn a_row_committed_after_a_pass_with_an_older_stamp_is_read_once_the_margi
         }
     }
     let passes = seen_after.expect("the late row is read within the margin");
-    assert!(passes >= 2, "read by the lagged slice, not the fresh one ({passes})");
+    assert!(
+        passes >= 2,
+        "read by the lagged slice, not the fresh one ({passes})"
+    );
     let all = assert_same(&c, None).await;
     assert!(by_name(&all, "c1-b").service.disabled);
 }

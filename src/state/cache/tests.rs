@@ -285,8 +285,7 @@ fn passes_reading(stamp: i64, write_frac: f64, lag: f64) -> usize {
         let window = marks.window(at(now));
         let visible = commit <= now as f64 + 0.5;
         let s = at(stamp);
-        let in_window =
-            s > window.fresh || (s > window.lagged_from && s <= window.lagged_to);
+        let in_window = s > window.fresh || (s > window.lagged_from && s <= window.lagged_to);
         if visible && in_window {
             reads += 1;
         }
@@ -316,5 +315,8 @@ fn every_row_committed_within_the_margin_is_read_two_or_three_times() {
 
 #[test]
 fn a_commit_later_than_the_margin_is_left_to_the_full_resync() {
-    assert_eq!(passes_reading(10, 0.0, WATERMARK_MARGIN_SECS as f64 + 1.0), 0);
+    assert_eq!(
+        passes_reading(10, 0.0, WATERMARK_MARGIN_SECS as f64 + 1.0),
+        0
+    );
 }
