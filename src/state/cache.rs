@@ -248,13 +248,16 @@ impl CellCache {
 
     fn upsert_service(&mut self, svc: ServiceRow) {
         if let Some(host) = svc.host.clone() {
-            if self.services.contains_key(&host) {
-                self.changed_services.insert(host.clone());
-            } else {
-                self.rows_changed = true;
+            let info = compute::service_info(&svc);
+            match self.services.get(&host) {
+                // Read again unchanged (a pass's overlap): the table keeps its row.
+                Some((id, cached)) if *id == svc.id && *cached == info => return,
+                Some(_) => {
+                    self.changed_services.insert(host.clone());
+                }
+                None => self.rows_changed = true,
             }
-            self.services
-                .insert(host, (svc.id, compute::service_info(&svc)));
+            self.services.insert(host, (svc.id, info));
         }
     }
 

@@ -320,3 +320,23 @@ fn a_commit_later_than_the_margin_is_left_to_the_full_resync() {
         0
     );
 }
+
+#[test]
+fn a_service_row_read_again_unchanged_leaves_the_table_alone() {
+    let mut c = cell();
+    c.changed_services.clear();
+    c.rows_changed = false;
+    c.upsert_service(service(1, "h1"));
+    assert!(c.changed_services.is_empty());
+    let mut beat = service(1, "h1");
+    beat.last_seen_up = Some(t(10).naive_utc());
+    c.upsert_service(beat);
+    assert_eq!(
+        c.changed_services.iter().collect::<Vec<_>>(),
+        ["h1"],
+        "a heartbeat changes the row"
+    );
+    assert!(!c.rows_changed);
+    c.upsert_service(service(3, "h3"));
+    assert!(c.rows_changed, "a new service is a new row");
+}
