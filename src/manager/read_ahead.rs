@@ -4,7 +4,7 @@
 //!
 //! nova's claim is a `GET /allocations/{uuid}` then a `PUT` built on what it read,
 //! both after the decision. The `GET` does not depend on the decision, so it is
-//! sent when the request arrives, beside `GET /allocation_candidates`, and the
+//! sent once the request filters have run, beside `GET /allocation_candidates`, and the
 //! claim sends only its `PUT`. Placement is asked the same questions, in another
 //! order. The `PUT` still carries the consumer generation that was read, so
 //! allocations that changed in between are refused as they are when they change
