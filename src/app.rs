@@ -324,6 +324,7 @@ fn cache_options(config: &Config) -> Option<CacheOptions> {
     (c.host_state_refresh_interval > 0.0).then(|| CacheOptions {
         refresh_interval: Duration::from_secs_f64(c.host_state_refresh_interval),
         full_resync_interval: Duration::from_secs_f64(c.host_state_full_resync_interval),
+        deleted_instances_scan_interval: Duration::from_secs_f64(c.deleted_instances_scan_interval),
         retain_consumption: c.retain_virtual_consumption,
         consumption_ttl: Duration::from_secs_f64(c.retained_consumption_ttl),
     })

@@ -197,7 +197,12 @@ async fn warm_cache_equals_per_request_reads() {
 
 #[tokio::test]
 async fn incremental_refresh_follows_every_kind_of_change() {
-    let c = cloud("incr", no_retention()).await;
+    // The scan for soft-deleted instances at every pass, so one pass sees it all.
+    let opts = CacheOptions {
+        deleted_instances_scan_interval: Duration::ZERO,
+        ..no_retention()
+    };
+    let c = cloud("incr", opts).await;
     exec(
         &c.cell1,
         &[
@@ -251,6 +256,66 @@ async fn incremental_refresh_follows_every_kind_of_change() {
         ["b0000000-0000-4000-8000-000000000001"]
     );
     assert_eq!(by_name(&all, "c1-new").instances.len(), 1);
+}
+
+/// Instances whose `updated_at` or `created_at` moved are read at every pass (through
+/// nova's indexes); a soft delete that leaves `updated_at` alone waits for the scan
+/// of `deleted_at`, which runs every `deleted_instances_scan_interval`.
+#[tokio::test]
+async fn a_soft_delete_alone_waits_for_the_deletion_scan_and_novas_delete_does_not() {
+    let scan_every = Duration::from_secs(4);
+    let opts = CacheOptions {
+        deleted_instances_scan_interval: scan_every,
+        ..no_retention()
+    };
+    let c = cloud("deletions", opts).await;
+    let warmed = std::time::Instant::now();
+    exec(
+        &c.cell1,
+        &[
+            // nova's delete: the compute saves the instance (vm_state deleted,
+            // updated_at moves), then instance.destroy() soft-deletes it by query.
+            "UPDATE instances SET vm_state = 'deleted', updated_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
+                .to_string(),
+            "UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
+                .to_string(),
+            // A bare query-level soft delete: only deleted / deleted_at move.
+            "UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() \
+             WHERE uuid = 'b0000000-0000-4000-8000-000000000002'"
+                .to_string(),
+        ],
+    )
+    .await;
+    let first = c.cache.refresh().await;
+    assert!(
+        warmed.elapsed() < scan_every,
+        "the first pass ran before the scan was due"
+    );
+    assert_eq!(first.instances, 1, "only nova's delete: {first:?}");
+    let cached = c
+        .cache
+        .host_states(None, None, Utc::now())
+        .await
+        .expect("cached");
+    assert_eq!(
+        by_name(&cached, "c1-a")
+            .instances
+            .iter()
+            .collect::<Vec<_>>(),
+        ["b0000000-0000-4000-8000-000000000002"],
+        "the bare soft delete is not read yet"
+    );
+    tokio::time::sleep(scan_every.saturating_sub(warmed.elapsed())).await;
+    let scanned = c.cache.refresh().await;
+    // Both deletions again (nova's may also come again from the fresh window).
+    assert!(
+        scanned.instances >= 2,
+        "the scan reads the deletions: {scanned:?}"
+    );
+    let all = assert_same(&c, None).await;
+    assert!(by_name(&all, "c1-a").instances.is_empty());
 }
 
 #[tokio::test]

@@ -16,6 +16,12 @@ pub struct HostStateCacheSection {
     /// `created_at`/`updated_at`/`deleted_at` moved). 0 turns the cache off: every
     /// request then reads the cell databases, as nova does.
     pub host_state_refresh_interval: f64,
+    /// Seconds between the incremental reads of soft-deleted instances (`deleted_at`
+    /// moved). nova indexes no such column, so each read scans the `instances` table of
+    /// every cell; instances updated or created are read at every refresh through
+    /// nova's indexes. nova's own delete moves `updated_at` just before, and the
+    /// compute casts the deletion to the scheduler, so this read is the fallback.
+    pub deleted_instances_scan_interval: f64,
     /// Seconds between full re-reads of every cell (catches what an incremental pass
     /// cannot see, e.g. rows deleted outright by an operator) and of the aggregates.
     pub host_state_full_resync_interval: f64,
@@ -43,6 +49,7 @@ impl Default for HostStateCacheSection {
     fn default() -> Self {
         HostStateCacheSection {
             host_state_refresh_interval: 1.0,
+            deleted_instances_scan_interval: 10.0,
             host_state_full_resync_interval: 300.0,
             retain_virtual_consumption: true,
             retained_consumption_ttl: 120.0,
@@ -61,6 +68,12 @@ impl HostStateCacheSection {
             host_state_refresh_interval: r.float(
                 "host_state_refresh_interval",
                 d.host_state_refresh_interval,
+                Some(0.0),
+                Some(3600.0),
+            ),
+            deleted_instances_scan_interval: r.float(
+                "deleted_instances_scan_interval",
+                d.deleted_instances_scan_interval,
                 Some(0.0),
                 Some(3600.0),
             ),

@@ -18,6 +18,14 @@
 //!   row twice is harmless. A full re-read every `full_resync_interval` heals
 //!   anything an incremental pass cannot see (rows deleted outright, a commit later
 //!   than the margin).
+//! - nova's schema indexes none of these columns on `services` and `compute_nodes`
+//!   (one row per host: each pass scans them), but it does index the instances'
+//!   `updated_at` and `(deleted, created_at)`, and instances are most of a cell's
+//!   rows. So instances updated or created are read at each pass through those
+//!   indexes, and those soft-deleted without `updated_at` moving only by a scan of
+//!   `deleted_at` every `deleted_instances_scan_interval`. nova's own delete saves
+//!   the instance just before it soft-deletes it, and the compute casts the
+//!   deletion to the scheduler, so the scan is the fallback.
 //! - A request's uuids that the cache does not know (a node created since the last
 //!   pass) are read from the cell databases at once, so the cache never hides a
 //!   provider Placement returned. Uuids that are not compute nodes (nested or
@@ -96,6 +104,8 @@ pub struct CacheOptions {
     pub refresh_interval: Duration,
     /// Time between full re-reads of every cell and of the aggregates.
     pub full_resync_interval: Duration,
+    /// Time between reads of soft-deleted instances (a scan of the table).
+    pub deleted_instances_scan_interval: Duration,
     /// Re-apply our decisions' consumption until the database shows it.
     pub retain_consumption: bool,
     /// Age after which a retained consumption is dropped anyway.
@@ -107,6 +117,7 @@ impl Default for CacheOptions {
         CacheOptions {
             refresh_interval: Duration::from_secs(1),
             full_resync_interval: Duration::from_secs(300),
+            deleted_instances_scan_interval: Duration::from_secs(10),
             retain_consumption: true,
             consumption_ttl: Duration::from_secs(120),
         }
@@ -155,6 +166,8 @@ struct CellCache {
     /// The flavor id of each instance of `instances_by_host` whose flavor is known.
     flavors_by_host: FxHashMap<String, Arc<InstanceFlavorIds>>,
     watermarks: Option<Watermarks>,
+    /// Where the scan for soft-deleted instances reads from, and when it last ran.
+    deleted_scan: Option<(Watermarks, Instant)>,
     last_full: Option<Instant>,
     texts: compute::RowInterner,
     /// Hosts whose joined state may have changed since the decision table last
@@ -644,6 +657,7 @@ impl HostStateCache {
                 );
                 drop(prev_guard);
                 fresh.watermarks = Some(Watermarks::after_full_read(now));
+                fresh.deleted_scan = Some((Watermarks::after_full_read(now), Instant::now()));
                 fresh.last_full = Some(Instant::now());
                 match previous {
                     Some(p) => *write(&p) = fresh,
@@ -669,19 +683,36 @@ impl HostStateCache {
         let Some(cache) = self.cell(&db.cell.uuid) else {
             return RefreshStats::default();
         };
-        let Some(marks) = read(&cache).watermarks else {
+        let (Some(marks), deleted_scan) = ({
+            let c = read(&cache);
+            (c.watermarks, c.deleted_scan)
+        }) else {
             return RefreshStats::default();
         };
+        // Deletions that did not move `updated_at` cost a scan of the instances:
+        // read less often than the rest (nova's compute also casts each deletion).
+        let deleted_marks = deleted_scan
+            .filter(|(_, at)| at.elapsed() >= self.opts.deleted_instances_scan_interval)
+            .map(|(m, _)| m);
         let Some(pool) = db.pool.as_ref() else {
             return RefreshStats::default();
         };
         let read_changes = async {
             let now = queries::db_utc_now(pool).await?;
             let window = marks.window(now);
-            let (services, nodes, instances) = tokio::try_join!(
+            let deleted = async {
+                match deleted_marks {
+                    Some(m) => queries::deleted_instances(pool, m.window(now))
+                        .await
+                        .map(Some),
+                    None => Ok(None),
+                }
+            };
+            let (services, nodes, instances, deleted) = tokio::try_join!(
                 queries::changed_services(pool, window),
                 queries::changed_compute_nodes(pool, window),
                 queries::changed_instances(pool, window),
+                deleted,
             )?;
             let live: Vec<_> = nodes
                 .iter()
@@ -691,9 +722,9 @@ impl HostStateCache {
                 })
                 .collect();
             self.store.backfill_ratios(pool, db, &live).await;
-            Ok::<_, sqlx::Error>((now, services, nodes, instances))
+            Ok::<_, sqlx::Error>((now, services, nodes, instances, deleted))
         };
-        let (now, services, nodes, instances) = match tokio::time::timeout(
+        let (now, services, nodes, instances, deleted) = match tokio::time::timeout(
             self.store.cell_timeout,
             read_changes,
         )
@@ -712,7 +743,7 @@ impl HostStateCache {
         let stats = RefreshStats {
             services: services.len(),
             nodes: nodes.len(),
-            instances: instances.len(),
+            instances: instances.len() + deleted.as_ref().map_or(0, Vec::len),
         };
         let mut c = write(&cache);
         for change in services {
@@ -729,6 +760,14 @@ impl HostStateCache {
         }
         for row in instances {
             c.apply_instance(row);
+        }
+        // After the other rows: a deletion is final, whatever a read of the same row
+        // from an older snapshot said.
+        if let (Some(rows), Some(m)) = (deleted, deleted_marks) {
+            for row in rows {
+                c.apply_instance(row);
+            }
+            c.deleted_scan = Some((m.after_pass(now), Instant::now()));
         }
         c.watermarks = Some(marks.after_pass(now));
         stats

@@ -224,10 +224,7 @@ fn bind_window<'q>(
     window: Window,
 ) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
     for _ in 0..3 {
-        query = query
-            .bind(window.fresh)
-            .bind(window.lagged_from)
-            .bind(window.lagged_to);
+        query = bind_column_window(query, window);
     }
     query
 }
@@ -301,38 +298,67 @@ pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<HostInstance>,
     Ok(out)
 }
 
-/// Instances created, updated or deleted in `window`.
+/// Instances updated in `window`, or created in it and not deleted: ranges on
+/// nova's indexes (`instances_updated_at_project_id_idx`,
+/// `instances_deleted_created_at_idx`), so the read costs the rows that moved, not
+/// the table. nova's delete saves the instance (moving `updated_at`) just before
+/// its query-level soft delete (which keeps `updated_at`), so the lagged slice of
+/// a later pass usually sees the deletion; [`deleted_instances`] reads the rest.
 pub(super) async fn changed_instances(
     pool: &MySqlPool,
     window: Window,
 ) -> Result<Vec<InstanceRow>, sqlx::Error> {
-    type Fields = (String, Option<String>, Option<i64>);
-    fn fields(row: &MySqlRow) -> Result<Fields, sqlx::Error> {
-        Ok((
-            row.try_get("uuid")?,
-            row.try_get("host")?,
-            row.try_get("instance_type_id")?,
-        ))
-    }
     let sql = format!(
-        "SELECT uuid, host, instance_type_id, deleted FROM instances WHERE {MOVED_IN_WINDOW}"
+        "SELECT {INSTANCE_COLUMNS} FROM instances WHERE {UPDATED_IN_WINDOW} \
+         UNION \
+         SELECT {INSTANCE_COLUMNS} FROM instances WHERE deleted = 0 AND {CREATED_IN_WINDOW}"
     );
-    let changes = moved_in(pool, sql, window, fields).await?;
-    Ok(changes
-        .into_iter()
-        .map(|change| {
-            let (live, (uuid, host, flavor_id)) = match change {
-                Change::Live(v) => (true, v),
-                Change::Deleted(v) => (false, v),
-            };
-            InstanceRow {
-                uuid,
-                host,
-                flavor_id,
-                live,
-            }
+    let query = bind_column_window(
+        bind_column_window(sqlx::query(AssertSqlSafe(sql)), window),
+        window,
+    );
+    instance_rows(query.fetch_all(pool).await?)
+}
+
+/// Instances soft-deleted in `window`. nova indexes no `deleted_at`, so this scans
+/// the table; the cache runs it less often than [`changed_instances`].
+pub(super) async fn deleted_instances(
+    pool: &MySqlPool,
+    window: Window,
+) -> Result<Vec<InstanceRow>, sqlx::Error> {
+    let sql = format!("SELECT {INSTANCE_COLUMNS} FROM instances WHERE {DELETED_IN_WINDOW}");
+    let query = bind_column_window(sqlx::query(AssertSqlSafe(sql)), window);
+    instance_rows(query.fetch_all(pool).await?)
+}
+
+const INSTANCE_COLUMNS: &str = "uuid, host, instance_type_id, deleted";
+const UPDATED_IN_WINDOW: &str = "(updated_at > ? OR (updated_at > ? AND updated_at <= ?))";
+const CREATED_IN_WINDOW: &str = "(created_at > ? OR (created_at > ? AND created_at <= ?))";
+const DELETED_IN_WINDOW: &str = "(deleted_at > ? OR (deleted_at > ? AND deleted_at <= ?))";
+
+/// Binds the three values of one `*_IN_WINDOW` condition.
+fn bind_column_window<'q>(
+    query: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+    window: Window,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    query
+        .bind(window.fresh)
+        .bind(window.lagged_from)
+        .bind(window.lagged_to)
+}
+
+fn instance_rows(rows: Vec<MySqlRow>) -> Result<Vec<InstanceRow>, sqlx::Error> {
+    rows.iter()
+        .map(|row| {
+            let deleted: i64 = row.try_get("deleted")?;
+            Ok(InstanceRow {
+                uuid: row.try_get("uuid")?,
+                host: row.try_get("host")?,
+                flavor_id: row.try_get("instance_type_id")?,
+                live: deleted == 0,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Everything the cache holds for one cell, read in one go.
