@@ -380,6 +380,31 @@ async fn check_race(
         puts.iter().any(|(c, s)| c == loser && *s == 409),
         "Placement refused the loser: {puts:?}"
     );
+    // As nova's claim_resources: every claim attempt, on the next host or again
+    // after a generation conflict, reads the instance's allocations before its PUT
+    // (the first read may have gone out with the candidates question).
+    let loser_path = format!("/allocations/{loser}");
+    let loser_calls: Vec<(String, u16)> = gates
+        .iter()
+        .flat_map(|g| g.exchanges())
+        .filter(|e| e.path == loser_path)
+        .map(|e| (e.method, e.status))
+        .collect();
+    let attempts = loser_calls.len() / 2;
+    let want_attempts = if race.other.is_some() { 2 } else { 1 };
+    assert!(
+        loser_calls.len() % 2 == 0
+            && attempts >= want_attempts
+            && loser_calls.chunks(2).enumerate().all(|(i, pair)| {
+                let put_status = if race.other.is_some() && i + 1 == attempts {
+                    204
+                } else {
+                    409
+                };
+                pair == [("GET".to_string(), 200), ("PUT".to_string(), put_status)]
+            }),
+        "the loser's reads and claims: {loser_calls:?}"
+    );
     match &race.other {
         Some(other) => {
             assert_eq!(loser_outcome, &Ok(other.clone()), "the loser moves on");

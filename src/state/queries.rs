@@ -302,8 +302,9 @@ pub(super) async fn all_instances(pool: &MySqlPool) -> Result<Vec<HostInstance>,
 /// nova's indexes (`instances_updated_at_project_id_idx`,
 /// `instances_deleted_created_at_idx`), so the read costs the rows that moved, not
 /// the table. nova's delete saves the instance (moving `updated_at`) just before
-/// its query-level soft delete (which keeps `updated_at`), so the lagged slice of
-/// a later pass usually sees the deletion; [`deleted_instances`] reads the rest.
+/// its query-level soft delete (which keeps `updated_at`), so the pass that reads
+/// the save, or the lagged slice of a later one, usually sees the deletion too;
+/// [`deleted_instances`] reads the rest.
 pub(super) async fn changed_instances(
     pool: &MySqlPool,
     window: Window,
