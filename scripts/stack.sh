@@ -140,6 +140,10 @@ create_schema() {
     done
 }
 
+# Each request Placement answered, with the microversion asked for and its own time
+# in seconds; tests/conformance/test_placement_questions.py reads this format.
+PLACEMENT_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({openstack-api-version}i)s"'
+
 start_placement() {
     nsrs_port_open "$NSRS_PLACEMENT_PORT" &&
         nsrs_die "127.0.0.1:$NSRS_PLACEMENT_PORT is taken by another process (not ours); stop it first"
@@ -148,6 +152,7 @@ start_placement() {
         --workers 2 --bind "127.0.0.1:$NSRS_PLACEMENT_PORT" --timeout 120 \
         --daemon --pid "$PLACEMENT_PID" --chdir "$NSRS_STATE" \
         --error-logfile "$LOGS/placement.log" --access-logfile "$LOGS/placement-access.log" \
+        --access-logformat "$PLACEMENT_ACCESS_FORMAT" \
         placement.wsgi.api:application </dev/null || nsrs_die "gunicorn did not start (see $LOGS/placement.log)"
     local i
     for ((i = 0; i < 120; i++)); do

@@ -229,3 +229,19 @@ def instance_uuids(placement):
     yield new
     for u in made:
         placement.delete_allocations(u)
+
+
+@pytest.fixture(scope="session")
+def big_flavor(seeded, placement):
+    """A flavor that exactly the live, enabled hosts with the two largest RAM
+    capacities can hold, once each (the seeder's --big-hosts)."""
+    eligible = sorted((H.ram_capacity(h, placement), h["host"]) for h in seeded.values()
+                      if h["up"] and not h["disabled"])
+    if len(eligible) < 3:
+        pytest.skip("needs at least 3 live enabled hosts")
+    (third, _), (second, h2), (first, h1) = eligible[-3:]
+    memory_mb = third + 1024
+    if not (second >= memory_mb and first < 2 * memory_mb):
+        pytest.skip(f"the seeded cloud has no two big hosts (RAM capacities {eligible[-3:]}); "
+                    "seed with --big-hosts 2")
+    return H.make_flavor(vcpus=4, memory_mb=memory_mb, root_gb=40), {h1, h2}

@@ -27,6 +27,8 @@ PLACEMENT_MICROVERSION = "placement 1.36"
 # The ids nova-conductor would carry for one user; any ids work.
 PROJECT_ID = "c0c0c0c0c0c04c0c8c0c0c0c0c0c0c01"
 USER_ID = "d0d0d0d0d0d04d0d8d0d0d0d0d0d0d01"
+# The tests' own Placement requests say so, to be told apart in Placement's access log.
+HELPER_USER_AGENT = "nsrs-conformance-helper"
 SERVICE_DOWN_TIME = 60  # nova's default [DEFAULT] service_down_time
 
 
@@ -160,7 +162,8 @@ class Placement:
     def __init__(self, conf):
         self.url = (conf["placement"].get("endpoint_override") or "http://127.0.0.1:8778").rstrip("/")
         self.s = requests.Session()
-        self.s.headers.update({"X-Auth-Token": conf["placement"].get("token", "admin"),
+        self.s.headers.update({"User-Agent": HELPER_USER_AGENT,
+                               "X-Auth-Token": conf["placement"].get("token", "admin"),
                                "OpenStack-API-Version": PLACEMENT_MICROVERSION,
                                "Accept": "application/json"})
 
@@ -184,6 +187,12 @@ class Placement:
         body = self.get("/allocation_candidates", resources=resources_query(flavor),
                         root_required="OWNER_NOVA,!COMPUTE_STATUS_DISABLED", limit=1000)
         return {rp: summary["resources"] for rp, summary in body["provider_summaries"].items()}
+
+
+def ram_capacity(h, placement):
+    """The MEMORY_MB a host can hold in all, by its Placement inventory."""
+    inv = placement.get(f"/resource_providers/{h['uuid']}/inventories")["inventories"]["MEMORY_MB"]
+    return int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
 
 
 def flavor_resources(flavor):

@@ -24,11 +24,6 @@ def select(nova, spec, uuids, return_objects=True, return_alternates=True, ctxt=
                                         return_alternates=return_alternates)
 
 
-def ram_capacity(h, placement):
-    inv = placement.get(f"/resource_providers/{h['uuid']}/inventories")["inventories"]["MEMORY_MB"]
-    return int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
-
-
 def assert_selection_lists(nova, seeded, result, n):
     from nova import objects
 
@@ -158,22 +153,6 @@ def test_three_instances_consume_in_request(nova, seeded, placement, instance_uu
         assert len(sels) - 1 == min(nova.max_attempts - 1, len(sels) - 1 + len(left))
 
 
-@pytest.fixture(scope="module")
-def big_flavor(seeded, placement):
-    """A flavor that exactly the live, enabled hosts with the two largest RAM
-    capacities can hold, once each (the seeder's --big-hosts)."""
-    eligible = sorted((ram_capacity(h, placement), h["host"]) for h in seeded.values()
-                      if h["up"] and not h["disabled"])
-    if len(eligible) < 3:
-        pytest.skip("needs at least 3 live enabled hosts")
-    (third, _), (second, h2), (first, h1) = eligible[-3:]
-    memory_mb = third + 1024
-    if not (second >= memory_mb and first < 2 * memory_mb):
-        pytest.skip(f"the seeded cloud has no two big hosts (RAM capacities {eligible[-3:]}); "
-                    "seed with --big-hosts 2")
-    return H.make_flavor(vcpus=4, memory_mb=memory_mb, root_gb=40), {h1, h2}
-
-
 def test_two_big_instances_land_on_the_two_big_hosts(nova, seeded, placement, instance_uuids,
                                                      big_flavor):
     flavor, big_hosts = big_flavor
@@ -225,8 +204,8 @@ def test_flavor_only_disabled_or_down_hosts_could_hold(nova, seeded, placement, 
     must get NoValidHost, not a disabled or dead host."""
     from nova import exception
 
-    live = [ram_capacity(h, placement) for h in seeded.values() if h["up"] and not h["disabled"]]
-    bait = [ram_capacity(h, placement) for h in seeded.values() if h["disabled"] or not h["up"]]
+    live = [H.ram_capacity(h, placement) for h in seeded.values() if h["up"] and not h["disabled"]]
+    bait = [H.ram_capacity(h, placement) for h in seeded.values() if h["disabled"] or not h["up"]]
     if not bait or max(bait) <= max(live) + 1024:
         pytest.skip("the seeded cloud has no disabled/down host larger than the live ones")
     flavor = H.make_flavor(vcpus=2, memory_mb=max(live) + 1024, root_gb=20)

@@ -1,0 +1,295 @@
+"""The questions the scheduler asks Placement during select_destinations, as
+Placement itself logged them (its gunicorn access log, in the format
+scripts/stack.sh sets: request line, status, microversion header).
+
+The side-by-side benchmark compares latencies "asking Placement the same
+questions nova asks"; this is the test that shows they are the same. Each
+scenario is one select_destinations call through nova's own RPC client. In
+every run the questions must follow nova 34's protocol, as
+nova/scheduler/manager.py and nova/scheduler/client/report.py make it:
+
+- one GET /allocation_candidates per call;
+- for each instance, in instance order, until one finds no host: per host
+  tried, GET /allocations/{uuid} (the consumer generation the claim builds
+  on), then PUT /allocations/{uuid}, refused (409) when Placement finds the
+  host full, which sends nova to the next host, until one is made (204);
+- when an instance finds no host after others were claimed, DELETE
+  /allocations/{uuid} of each of those (_cleanup_allocations, force=True);
+- nothing else, except what nova-scheduler-rs's read-ahead
+  ([nova_scheduler_rs] read_allocations_ahead) does by design: it reads the
+  instances' allocations while the candidates question is out, so a call that
+  ends before every claim may carry a GET of instances never tried. The
+  reference run asserts it has none.
+
+The reference run (NSRS_SCHEDULER_CMD=nova, which .ci/run does first) keeps the
+questions it saw in <state>/placement-questions.json; a run of another
+scheduler on the same seeded cloud must then ask the very same ones: the same
+query parameters, microversions and answers' status codes, the read-ahead's
+extra GETs aside. Without that file the comparison is skipped (after the checks
+above), unless NSRS_PLACEMENT_REFERENCE=required (.ci/run), which fails then.
+"""
+
+import collections
+import hashlib
+import json
+import os
+import re
+import time
+import urllib.parse
+
+import pytest
+
+import nsrs_helpers as H
+
+pytestmark = pytest.mark.usefixtures("scheduler")
+
+ACCESS_LOG = H.STATE / "logs" / "placement-access.log"
+REFERENCE = H.STATE / "placement-questions.json"
+# scripts/stack.sh's PLACEMENT_ACCESS_FORMAT:
+#   %(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({openstack-api-version}i)s"
+LINE = re.compile(r'^\S+ \[[^\]]*\] "(?P<method>[A-Z]+) (?P<uri>\S+) [^"]*" (?P<status>\d{3}) '
+                  r'\S+ \S+ "(?P<agent>[^"]*)" "(?P<microversion>[^"]*)"$')
+
+Question = collections.namedtuple("Question", "method path query microversion status")
+
+
+def is_reference_run():
+    return os.environ.get("NSRS_SCHEDULER_CMD", "").strip() == "nova"
+
+
+def allocations_of(i):
+    return f"/allocations/{{instance {i}}}"
+
+
+def show(questions):
+    lines = []
+    for q in questions:
+        query = "&".join(f"{k}={v}" for k, v in q.query)
+        lines.append(f"  {q.method} {q.path}{'?' + query if query else ''} "
+                     f"[{q.microversion}] -> {q.status}")
+    return "\n".join(lines) or "  (none)"
+
+
+class AccessLog:
+    """What Placement logs from now on, but the tests' own requests."""
+
+    def __init__(self):
+        if not ACCESS_LOG.exists():
+            pytest.fail(f"{ACCESS_LOG} not found: is Placement the one scripts/stack.sh started?")
+        self.offset = ACCESS_LOG.stat().st_size
+
+    def questions(self, instance_uuids, settle=0.3, timeout=5.0):
+        """The requests logged since, once the log has stopped growing (gunicorn
+        writes a line after the answer went out), instance uuids in paths named
+        by their index in the request."""
+        deadline = time.monotonic() + timeout
+        size = -1
+        while (now := ACCESS_LOG.stat().st_size) != size and time.monotonic() < deadline:
+            size = now
+            time.sleep(settle)
+        with open(ACCESS_LOG, "rb") as f:
+            f.seek(self.offset)
+            text = f.read().decode(errors="replace")
+        names = {u: f"{{instance {i}}}" for i, u in enumerate(instance_uuids)}
+        out = []
+        for line in text.splitlines():
+            m = LINE.match(line)
+            assert m, f"an access log line not in scripts/stack.sh's format: {line!r}"
+            if m["agent"] == H.HELPER_USER_AGENT:
+                continue
+            uri = urllib.parse.urlsplit(m["uri"])
+            path = "/".join(names.get(seg, seg) for seg in urllib.parse.unquote(uri.path).split("/"))
+            # Placement reads parameters by name, so their order is no difference.
+            query = tuple(sorted(urllib.parse.parse_qsl(uri.query, keep_blank_values=True)))
+            out.append(Question(m["method"], path, query, m["microversion"], int(m["status"])))
+        return out
+
+
+def check_protocol(questions, n, claimed, released):
+    """Fails unless `questions` are nova's protocol for a call of n instances of
+    which `claimed` were claimed (the others had no host: the first of them
+    may have tried hosts whose claim was refused), and `released` released
+    again. Returns the read-ahead's extra GETs (of instances never tried)."""
+    seen = f"the questions asked:\n{show(questions)}"
+    accounted = set()
+
+    candidates = [k for k, q in enumerate(questions) if q.path == "/allocation_candidates"]
+    assert len(candidates) == 1, f"one GET /allocation_candidates per call; {seen}"
+    q = questions[candidates[0]]
+    assert (q.method, q.status) == ("GET", 200), seen
+    accounted |= set(candidates)
+
+    # A claim attempt is a GET of the instance's allocations and a PUT built on
+    # it; a refused PUT (409) moves on to the next host, which reads again.
+    # Instances are claimed in order; after the first that finds no host, none
+    # is tried.
+    tried = []
+    for i in range(n):
+        attempts = [(k, q) for k, q in enumerate(questions)
+                    if q.path == allocations_of(i) and q.method in ("GET", "PUT")]
+        puts = [q.status for _, q in attempts if q.method == "PUT"]
+        if i in claimed:
+            assert puts and puts[-1] == 204 and set(puts[:-1]) <= {409}, \
+                f"instance {i}: claims refused (409) until one is made (204); {seen}"
+        else:
+            assert set(puts) <= {409}, f"instance {i} was not to be claimed; {seen}"
+        if not puts:
+            continue
+        assert [q.method for _, q in attempts] == ["GET", "PUT"] * len(puts), \
+            f"instance {i}: each claim attempt reads the allocations, then PUTs; {seen}"
+        assert all(q.status == 200 for _, q in attempts if q.method == "GET"), seen
+        tried.append(i)
+        accounted |= {k for k, _ in attempts}
+    assert tried == sorted(tried) and tried[:len(claimed)] == list(claimed) \
+        and len(tried) <= len(claimed) + 1, f"instances tried: {tried}; {seen}"
+    puts_in_order = [questions[k].path for k in sorted(accounted) if questions[k].method == "PUT"]
+    assert puts_in_order == sorted(puts_in_order, key=lambda p: int(p.split()[-1][:-1])), \
+        f"an instance's claim came before the one of an instance before it; {seen}"
+
+    deletes = [k for k, q in enumerate(questions) if q.method == "DELETE"]
+    assert [questions[k].path for k in deletes] == [allocations_of(i) for i in released], \
+        f"one DELETE /allocations per released instance {list(released)}, in order; {seen}"
+    last_put = max((k for k in accounted if questions[k].method == "PUT"), default=-1)
+    assert all(questions[k].status == 204 and k > last_put for k in deletes), seen
+    accounted |= set(deletes)
+
+    extras = [q for k, q in enumerate(questions) if k not in accounted]
+    never_tried = {allocations_of(i) for i in range(n) if i not in tried}
+    for q in extras:
+        assert q.method == "GET" and q.path in never_tried and q.status == 200, \
+            f"a question nova does not ask: {show([q])}; {seen}"
+    assert len({q.path for q in extras}) == len(extras), f"an instance's allocations read twice; {seen}"
+    return extras
+
+
+def cloud_fingerprint():
+    return hashlib.sha256(H.CLOUD_JSON.read_bytes()).hexdigest()
+
+
+def keep_reference(scenario, questions):
+    saved = {}
+    if REFERENCE.exists():
+        saved = json.loads(REFERENCE.read_text())
+    if saved.get("cloud") != cloud_fingerprint():
+        saved = {"cloud": cloud_fingerprint(), "scenarios": {}}
+    saved["scenarios"][scenario] = [q._asdict() for q in questions]
+    REFERENCE.write_text(json.dumps(saved, indent=1, sort_keys=True))
+
+
+def reference_for(scenario):
+    """nova-scheduler's questions for this scenario on this cloud, or None."""
+    if not REFERENCE.exists():
+        return None
+    saved = json.loads(REFERENCE.read_text())
+    if saved.get("cloud") != cloud_fingerprint() or scenario not in saved["scenarios"]:
+        return None
+    return [Question(q["method"], q["path"], tuple(tuple(p) for p in q["query"]),
+                     q["microversion"], q["status"])
+            for q in saved["scenarios"][scenario]]
+
+
+# --- the scenarios: (flavor, instances, spec changes, outcome) -----------------
+
+def live_enabled(seeded):
+    return sorted((h for h in seeded.values() if h["up"] and not h["disabled"]),
+                  key=lambda h: h["host"])
+
+
+def with_image_trait(spec):
+    from nova import objects
+    image = dict(H.IMAGE, properties=dict(H.IMAGE["properties"],
+                                          **{"trait:COMPUTE_SECURITY_TPM_2_0": "required"}))
+    spec.image = objects.ImageMeta.from_dict(image)
+
+
+def to_destination(seeded):
+    def change(spec):
+        from nova import objects
+        h = live_enabled(seeded)[0]
+        spec.requested_destination = objects.Destination(host=h["host"], node=h["nodename"])
+    return change
+
+
+def scenario(name, request, seeded):
+    """-> (flavor, instance count, spec change, outcome); outcome is "placed",
+    "no host" (NoValidHost before any claim) or "rolled back" (two claimed,
+    the third finds no host)."""
+    same = lambda spec: None  # noqa: E731
+    if name == "one instance":
+        return H.make_flavor(), 1, same, "placed"
+    if name == "three instances":
+        return H.make_flavor(), 3, same, "placed"
+    if name == "boot from volume":
+        def bfv(spec):
+            spec.is_bfv = True
+        return H.make_flavor(), 1, bfv, "placed"
+    if name == "flavor traits":
+        flavor = H.make_flavor()
+        flavor.extra_specs = dict(flavor.extra_specs, **{
+            "trait:HW_CPU_X86_AVX2": "required", "trait:HW_CPU_X86_AVX512F": "forbidden"})
+        return flavor, 1, same, "placed" if any(
+            "HW_CPU_X86_AVX2" in h["traits"] and "HW_CPU_X86_AVX512F" not in h["traits"]
+            for h in live_enabled(seeded)) else "no host"
+    if name == "image trait":
+        return H.make_flavor(), 1, with_image_trait, "placed" if any(
+            "COMPUTE_SECURITY_TPM_2_0" in h["traits"] for h in live_enabled(seeded)) else "no host"
+    if name == "requested destination":
+        return H.make_flavor(), 1, to_destination(seeded), "placed"
+    if name == "more vCPUs than any host":
+        return H.make_flavor(vcpus=100000, memory_mb=4096, root_gb=20), 1, same, "no host"
+    if name == "the third of three fits nowhere":
+        flavor, _ = request.getfixturevalue("big_flavor")
+        return flavor, 3, same, "rolled back"
+    raise AssertionError(name)
+
+
+SCENARIOS = ["one instance", "three instances", "boot from volume", "flavor traits",
+             "image trait", "requested destination", "more vCPUs than any host",
+             "the third of three fits nowhere"]
+
+
+@pytest.fixture(scope="module")
+def traits_of(placement, seeded):
+    """The seeded hosts with their Placement traits (the seeder's, as Placement has them)."""
+    return {u: dict(h, traits=set(placement.get(f"/resource_providers/{u}/traits")["traits"]))
+            for u, h in seeded.items()}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_questions_nova_asks(name, request, nova, traits_of, instance_uuids):
+    from nova import exception
+
+    flavor, n, change, outcome = scenario(name, request, traits_of)
+    uuids = instance_uuids(n)
+    spec = H.make_spec(nova.ctxt, flavor, uuids)
+    change(spec)
+
+    log = AccessLog()
+    if outcome == "placed":
+        result = nova.api.select_destinations(nova.ctxt, spec, uuids,
+                                              return_objects=True, return_alternates=True)
+        assert len(result) == n
+        claimed, released = range(n), []
+    else:
+        with pytest.raises(exception.NoValidHost):
+            nova.api.select_destinations(nova.ctxt, spec, uuids,
+                                         return_objects=True, return_alternates=True)
+        claimed = released = [] if outcome == "no host" else [0, 1]
+    questions = log.questions(uuids)
+
+    extras = check_protocol(questions, n, claimed, released)
+    asked = [q for q in questions if q not in extras]
+    if is_reference_run():
+        assert not extras, f"nova-scheduler read allocations it did not claim:\n{show(extras)}"
+        keep_reference(name, asked)
+        return
+    reference = reference_for(name)
+    if reference is None:
+        why = (f"no questions of the reference run for {name!r} on this cloud in {REFERENCE} "
+               "(run NSRS_SCHEDULER_CMD=nova scripts/conformance.sh first)")
+        if os.environ.get("NSRS_PLACEMENT_REFERENCE") == "required":
+            pytest.fail(why)
+        pytest.skip(f"nova's protocol checked; {why}")
+    assert sorted(asked) == sorted(reference), (
+        f"not the questions nova-scheduler asked.\nnova-scheduler:\n{show(reference)}\n"
+        f"this scheduler (read-ahead aside):\n{show(asked)}")
