@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import signal
 import statistics
@@ -237,6 +238,7 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
             pids = sched.pids()
             before = (cpu_seconds(pids), cpu_seconds(placement_pids), cpu_seconds(mariadb_pids),
                       time.perf_counter(), loadavg())
+            access_from = placement_access_offset(state)
             [r] = L.run_phases(load, sub, logpath, report)
             pids = sched.pids()
             after = (cpu_seconds(pids), cpu_seconds(placement_pids), cpu_seconds(mariadb_pids))
@@ -248,6 +250,7 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
             r["scheduler_cpu_ms_per_call"] = round(r["scheduler_cpu_s"] / r["calls"] * 1000, 1)
             r["placement_cpu_ms_per_call"] = round(r["placement_cpu_s"] / r["calls"] * 1000, 1)
             r["mariadb_cpu_ms_per_call"] = round(r["mariadb_cpu_s"] / r["calls"] * 1000, 1)
+            r["placement_own"] = placement_own_time(state, access_from, r["calls"])
             r["loadavg_before"] = before[4]
             r["loadavg_after"] = loadavg()
             out["phases"].append(r)
@@ -336,6 +339,48 @@ def allocation_candidates_ms(load, n=5):
 
 # --- report ---------------------------------------------------------------------
 
+# scripts/stack.sh's PLACEMENT_ACCESS_FORMAT:
+#   %(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({openstack-api-version}i)s"
+ACCESS_LINE = re.compile(r'^\S+ \[[^\]]*\] "(?P<method>[A-Z]+) (?P<uri>\S+) [^"]*" \d{3} \S+ '
+                         r'(?P<seconds>[0-9.]+) "(?P<agent>[^"]*)"')
+
+
+def placement_access_offset(state):
+    path = state / "logs" / "placement-access.log"
+    return path.stat().st_size if path.exists() else None
+
+
+def placement_own_time(state, start, calls):
+    """Placement's own time (gunicorn's request time, from the request read to the
+    answer written) for the scheduler's requests logged since `start`: the bench's
+    own requests (validation, cleanup) say so in their User-Agent and are left out.
+    Per call, and per kind of question. None when the log is not in the format
+    scripts/stack.sh sets (a stack started before it)."""
+    path = state / "logs" / "placement-access.log"
+    if start is None or not path.exists():
+        return None
+    with open(path, "rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    by_kind = {}
+    for line in text.splitlines():
+        m = ACCESS_LINE.match(line)
+        if not m:
+            return None
+        if m["agent"] == H.HELPER_USER_AGENT:
+            continue
+        path_only = m["uri"].split("?", 1)[0]
+        kind = f"{m['method']} " + ("/allocations/{uuid}" if path_only.startswith("/allocations/")
+                                   else path_only)
+        by_kind.setdefault(kind, []).append(float(m["seconds"]) * 1000)
+    total = sum(sum(v) for v in by_kind.values())
+    return {
+        "ms_per_call": round(total / calls, 1) if calls else None,
+        "by_question": {k: {"count": len(v), "median_ms": round(statistics.median(v), 1)}
+                        for k, v in sorted(by_kind.items())},
+    }
+
+
 def ratio(a, b):
     return f"{a / b:.1f}x" if a and b else "-"
 
@@ -386,8 +431,9 @@ def markdown(results):
                     f"| {p['claim_conflicts']} | {p['validation_problem_count']} |")
     lines.append("")
     lines.append("| hosts | scheduler | ready | first answer | peak RSS (largest process) | RSS sum of group "
-                 "| Placement CPU/call (single) | MariaDB CPU/call (single) | GET /allocation_candidates |")
-    lines.append("|" + "---|" * 9)
+                 "| Placement CPU/call (single) | MariaDB CPU/call (single) | GET /allocation_candidates "
+                 "| Placement's own time/call (single) |")
+    lines.append("|" + "---|" * 10)
     for run in results["runs"]:
         for s in run["schedulers"]:
             single = next((p for p in s["phases"] if p["phase"] == "single"), {})
@@ -396,7 +442,20 @@ def markdown(results):
                 f"| {s['vm_hwm_kb_max'] / 1024:.0f} MiB | {s['vm_hwm_kb_sum'] / 1024:.0f} MiB "
                 f"({s['processes']} proc) | {single.get('placement_cpu_ms_per_call', '-')} ms "
                 f"| {single.get('mariadb_cpu_ms_per_call', '-')} ms "
-                f"| {run['allocation_candidates_ms']} ms |")
+                f"| {run['allocation_candidates_ms']} ms "
+                f"| {(single.get('placement_own') or {}).get('ms_per_call', '-')} ms |")
+    own = [(run["hosts"], s["scheduler"], p) for run in results["runs"] for s in run["schedulers"]
+           for p in s["phases"] if p.get("placement_own")]
+    if own:
+        lines.append("")
+        lines.append("Placement's own time for each scheduler's questions (gunicorn's request time in "
+                     "its access log; count and median per kind):")
+        lines.append("")
+        for hosts, name, p in own:
+            lines.append(f"- {hosts:,} hosts, {name}, {p['phase']}: "
+                         f"{p['placement_own']['ms_per_call']} ms per call; " +
+                         ", ".join(f"{k} {v['count']} x {v['median_ms']} ms"
+                                   for k, v in p["placement_own"]["by_question"].items()))
     phases_seen = [(run["hosts"], s["scheduler"], p) for run in results["runs"] for s in run["schedulers"]
                    for p in s["phases"] if p["daemon_phases"]]
     if phases_seen:
