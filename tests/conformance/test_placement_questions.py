@@ -293,3 +293,9 @@ def test_the_questions_nova_asks(name, request, nova, traits_of, instance_uuids)
     assert sorted(asked) == sorted(reference), (
         f"not the questions nova-scheduler asked.\nnova-scheduler:\n{show(reference)}\n"
         f"this scheduler (read-ahead aside):\n{show(asked)}")
+    # The read-ahead's extra reads are nova's read too: same microversion.
+    reads = {q.microversion for other in SCENARIOS for q in reference_for(other) or []
+             if q.method == "GET" and q.path.startswith("/allocations/")}
+    assert reads, f"no GET /allocations in the reference run's questions ({REFERENCE})"
+    assert {q.microversion for q in extras} <= reads, (
+        f"read-ahead GETs not at nova's microversion {sorted(reads)}:\n{show(extras)}")
