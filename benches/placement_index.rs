@@ -75,7 +75,11 @@ fn index(n: usize) -> ProviderIndex {
         let vcpus = [8, 16, 32, 64][(mix(i, 1) % 4) as usize];
         let mem = [16_384, 65_536, 131_072, 262_144][(mix(i, 2) % 4) as usize];
         let disk = 100 + (mix(i, 3) % 1900) as i64;
-        let ratio = if mix(i, 4) % 2 == 0 { 4.0 } else { 16.0 };
+        let ratio = if mix(i, 4).is_multiple_of(2) {
+            4.0
+        } else {
+            16.0
+        };
         let inv = |total: i64, ratio: f32| Inventory {
             total,
             reserved: 0,
@@ -90,7 +94,7 @@ fn index(n: usize) -> ProviderIndex {
             traits.insert(102);
         }
         for t in 103..108 {
-            if mix(i, t as u64) % 3 == 0 {
+            if mix(i, t as u64).is_multiple_of(3) {
                 traits.insert(t);
             }
         }

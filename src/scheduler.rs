@@ -250,7 +250,7 @@ impl Scheduler {
                         && dest
                             .node
                             .as_ref()
-                            .map_or(true, |n| n.is_empty() || *hosts[i].nodename == **n)
+                            .is_none_or(|n| n.is_empty() || *hosts[i].nodename == **n)
                 });
             }
         }
@@ -523,7 +523,7 @@ impl Scheduler {
                 let cell = hosts[main.host].cell_uuid.clone();
                 let mut list = vec![main];
                 for &i in sorted {
-                    if list.len() >= num_alts + 1 {
+                    if list.len() > num_alts {
                         break;
                     }
                     if hosts[i].cell_uuid != cell || chosen.contains(&i) {

@@ -336,8 +336,8 @@ fn via_registry(filter: &str, case: &Case) -> Outcome {
         index: 0,
         is_rebuild: case.spec.is_rebuild(),
     };
-    let mut hosts = [case.host.clone()];
-    let (kept, _) = chain.run(&mut hosts, &[0], &req);
+    let hosts = [case.host.clone()];
+    let (kept, _) = chain.run(&hosts, &[0], &req);
     if kept.is_empty() {
         Outcome::Fail
     } else {
@@ -1271,7 +1271,7 @@ fn gen_req(rng: &mut StdRng, actual: Option<&str>) -> String {
             );
             // Numeric operators mostly get a number near the host's value.
             let number = actual
-                .and_then(|a| utils_py_float(a))
+                .and_then(utils_py_float)
                 .filter(|_| !op.starts_with('s') && op != "<in>" && chance(rng, 0.6));
             let operand = match number {
                 Some(f) => near(rng, f),

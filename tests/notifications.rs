@@ -140,7 +140,7 @@ fn listener_conf(dir: &std::path::Path) -> PathBuf {
     let path = dir.join("listener.conf");
     std::fs::write(
         &path,
-        format!("[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/\n"),
+        "[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/\n",
     )
     .unwrap();
     path

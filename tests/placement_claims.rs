@@ -393,7 +393,7 @@ async fn check_race(
     let attempts = loser_calls.len() / 2;
     let want_attempts = if race.other.is_some() { 2 } else { 1 };
     assert!(
-        loser_calls.len() % 2 == 0
+        loser_calls.len().is_multiple_of(2)
             && attempts >= want_attempts
             && loser_calls.chunks(2).enumerate().all(|(i, pair)| {
                 let put_status = if race.other.is_some() && i + 1 == attempts {

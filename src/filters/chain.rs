@@ -301,7 +301,7 @@ mod tests {
             index: 0,
             is_rebuild: false,
         };
-        let (kept, history) = chain.run(&mut hosts(), &[0, 1, 2], &req);
+        let (kept, history) = chain.run(&hosts(), &[0, 1, 2], &req);
         assert_eq!(kept, vec![0, 2]);
         assert_eq!(
             history,
@@ -323,7 +323,7 @@ mod tests {
             Box::new(NameIs("DropAll", "c", false)),
             Box::new(NameIs("Never", "x", false)),
         ]);
-        let (kept, history) = rejecting.run(&mut hosts(), &[0, 2], &req);
+        let (kept, history) = rejecting.run(&hosts(), &[0, 2], &req);
         assert!(kept.is_empty());
         assert_eq!(history.len(), 2, "filters after an empty result do not run");
     }
@@ -338,14 +338,14 @@ mod tests {
             index: 1,
             is_rebuild: false,
         };
-        assert_eq!(chain.run(&mut hosts(), &[0, 1], &second).0, vec![0, 1]);
+        assert_eq!(chain.run(&hosts(), &[0, 1], &second).0, vec![0, 1]);
         let rebuild = FilterRequest {
             spec: &spec,
             now: Utc::now(),
             index: 0,
             is_rebuild: true,
         };
-        let (kept, history) = chain.run(&mut hosts(), &[0, 1], &rebuild);
+        let (kept, history) = chain.run(&hosts(), &[0, 1], &rebuild);
         assert_eq!(
             kept,
             vec![0, 1],

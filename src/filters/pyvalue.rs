@@ -207,7 +207,7 @@ impl PyInt {
                 Some(0.0_f64.partial_cmp(&frac).unwrap_or(Ordering::Equal))
             }
             PyInt::Big { neg, digits } => {
-                if f.abs() < 9.223372036854775807e18 {
+                if f.abs() < 9.223_372_036_854_776e18 {
                     return Some(if *neg {
                         Ordering::Less
                     } else {
@@ -1588,10 +1588,10 @@ mod tests {
         ));
         // 2**63 as a float vs ints around it.
         let big = loads("9223372036854775808").unwrap();
-        assert!(py_eq(&big, &f(9.223372036854775808e18)));
+        assert!(py_eq(&big, &f(9.223_372_036_854_776e18)));
         assert!(py_compare(
             &loads("9223372036854775809").unwrap(),
-            &f(9.223372036854775808e18),
+            &f(9.223_372_036_854_776e18),
             CmpOp::Gt
         )
         .unwrap());
@@ -1603,7 +1603,7 @@ mod tests {
             &loads("99999999999999991433150857216").unwrap(),
             &f(1e29)
         ));
-        assert!(py_compare(&i(i64::MAX), &f(9.223372036854775807e18), CmpOp::Lt).unwrap());
+        assert!(py_compare(&i(i64::MAX), &f(9.223_372_036_854_776e18), CmpOp::Lt).unwrap());
         // Lists compare element-wise, then by length.
         let l = |v: Vec<PyValue>| PyValue::List(v);
         assert!(py_compare(&l(vec![i(1), i(2)]), &l(vec![i(1), i(3)]), CmpOp::Lt).unwrap());

@@ -39,9 +39,10 @@ impl HostFilter for ServerGroupAffinityFilter {
     /// No `affinity` group, or one with no hosts yet: `host_passes` is `True`
     /// before it reads the host.
     fn passes_every_host(&self, req: &FilterRequest<'_>) -> bool {
-        req.spec.instance_group.as_ref().map_or(true, |g| {
-            !g.policies.iter().any(|p| p == "affinity") || g.hosts.is_empty()
-        })
+        req.spec
+            .instance_group
+            .as_ref()
+            .is_none_or(|g| !g.policies.iter().any(|p| p == "affinity") || g.hosts.is_empty())
     }
 
     /// Without an `affinity` group every host passes; with one, the verdict reads
@@ -49,7 +50,7 @@ impl HostFilter for ServerGroupAffinityFilter {
     fn stable_within_request(&self, spec: &RequestSpec) -> bool {
         spec.instance_group
             .as_ref()
-            .map_or(true, |g| !g.policies.iter().any(|p| p == "affinity"))
+            .is_none_or(|g| !g.policies.iter().any(|p| p == "affinity"))
     }
 }
 

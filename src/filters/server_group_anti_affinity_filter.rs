@@ -80,7 +80,7 @@ impl HostFilter for ServerGroupAntiAffinityFilter {
         req.spec
             .instance_group
             .as_ref()
-            .map_or(true, |g| g.policy.as_deref() != Some("anti-affinity"))
+            .is_none_or(|g| g.policy.as_deref() != Some("anti-affinity"))
     }
 
     /// Without an `anti-affinity` group every host passes; with one, the verdict
@@ -88,7 +88,7 @@ impl HostFilter for ServerGroupAntiAffinityFilter {
     fn stable_within_request(&self, spec: &RequestSpec) -> bool {
         spec.instance_group
             .as_ref()
-            .map_or(true, |g| g.policy.as_deref() != Some("anti-affinity"))
+            .is_none_or(|g| g.policy.as_deref() != Some("anti-affinity"))
     }
 }
 

@@ -39,7 +39,7 @@ impl ServiceInfo {
         match self.last_seen_up.or(self.created_at) {
             Some(seen) => (now - seen)
                 .num_microseconds()
-                .map_or(false, |us| us.abs() <= down_time * 1_000_000),
+                .is_some_and(|us| us.abs() <= down_time * 1_000_000),
             None => false,
         }
     }

@@ -503,7 +503,7 @@ impl WeigherPipeline {
         let all_columns_kept = carry.is_some() && column_redone.iter().all(|&r| !r);
         for w in weighed.iter_mut() {
             let i = w.index;
-            if all_columns_kept && consumed_old.as_ref().map_or(true, |c| c.0 != i) {
+            if all_columns_kept && consumed_old.as_ref().is_none_or(|c| c.0 != i) {
                 w.weight = cache.total[i];
                 continue;
             }
