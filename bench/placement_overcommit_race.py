@@ -60,8 +60,12 @@ def main():
     live = [h for h in cloud["hosts"] if not h["disabled"] and not h["down"]]
     if not live:
         sys.exit(f"no live enabled host in {state / 'cloud.json'}")
+    def free(host):
+        capacity, used, _ = memory(placement, host["uuid"])
+        return capacity - used
+
     # The provider with the most free memory, so the claims are large and few.
-    best = max(live, key=lambda h: (lambda c, u, _: c - u)(*memory(placement, h["uuid"])))
+    best = max(live, key=free)
     rp = best["uuid"]
     capacity, used_before, step = memory(placement, rp)
     amount = int((capacity - used_before) // args.fit) // step * step

@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import shlex
 import signal
 import statistics
@@ -339,12 +338,6 @@ def allocation_candidates_ms(load, n=5):
 
 # --- report ---------------------------------------------------------------------
 
-# scripts/stack.sh's PLACEMENT_ACCESS_FORMAT:
-#   %(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({openstack-api-version}i)s"
-ACCESS_LINE = re.compile(r'^\S+ \[[^\]]*\] "(?P<method>[A-Z]+) (?P<uri>\S+) [^"]*" \d{3} \S+ '
-                         r'(?P<seconds>[0-9.]+) "(?P<agent>[^"]*)"')
-
-
 def placement_access_offset(state):
     path = state / "logs" / "placement-access.log"
     return path.stat().st_size if path.exists() else None
@@ -364,7 +357,7 @@ def placement_own_time(state, start, calls):
         text = f.read().decode(errors="replace")
     by_kind = {}
     for line in text.splitlines():
-        m = ACCESS_LINE.match(line)
+        m = H.PLACEMENT_ACCESS_LINE.match(line)
         if not m:
             return None
         if m["agent"] == H.HELPER_USER_AGENT:

@@ -70,6 +70,12 @@ fn instance_sql(uuid: &str, host: &str) -> String {
     )
 }
 
+/// A soft delete the way oslo.db's query `soft_delete` does it: only `deleted` and
+/// `deleted_at` move, `updated_at` is left alone.
+fn soft_delete_instance_sql(uuid: &str) -> String {
+    format!("UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() WHERE uuid = '{uuid}'")
+}
+
 fn uuid(cell: u8, n: u8) -> String {
     format!("{cell}{cell}{cell}{cell}0000-0000-4000-8000-0000000000{n:02}")
 }
@@ -225,11 +231,8 @@ async fn incremental_refresh_follows_every_kind_of_change() {
             "UPDATE instances SET host = 'c1-b', node = 'c1-b', updated_at = UTC_TIMESTAMP() \
              WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
                 .to_string(),
-            // An instance soft-deleted the way oslo.db's query soft_delete does it:
-            // updated_at is left alone, only deleted/deleted_at move.
-            "UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() \
-             WHERE uuid = 'b0000000-0000-4000-8000-000000000002'"
-                .to_string(),
+            // An instance soft-deleted by query (updated_at left alone).
+            soft_delete_instance_sql("b0000000-0000-4000-8000-000000000002"),
         ],
     )
     .await;
@@ -278,13 +281,9 @@ async fn a_soft_delete_alone_waits_for_the_deletion_scan_and_novas_delete_does_n
             "UPDATE instances SET vm_state = 'deleted', updated_at = UTC_TIMESTAMP() \
              WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
                 .to_string(),
-            "UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() \
-             WHERE uuid = 'b0000000-0000-4000-8000-000000000001'"
-                .to_string(),
+            soft_delete_instance_sql("b0000000-0000-4000-8000-000000000001"),
             // A bare query-level soft delete: only deleted / deleted_at move.
-            "UPDATE instances SET deleted = id, deleted_at = UTC_TIMESTAMP() \
-             WHERE uuid = 'b0000000-0000-4000-8000-000000000002'"
-                .to_string(),
+            soft_delete_instance_sql("b0000000-0000-4000-8000-000000000002"),
         ],
     )
     .await;

@@ -11,6 +11,7 @@ import configparser
 import datetime
 import json
 import os
+import re
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -30,6 +31,12 @@ USER_ID = "d0d0d0d0d0d04d0d8d0d0d0d0d0d0d01"
 # The tests' own Placement requests say so, to be told apart in Placement's access log.
 HELPER_USER_AGENT = "nsrs-conformance-helper"
 SERVICE_DOWN_TIME = 60  # nova's default [DEFAULT] service_down_time
+PLACEMENT_ACCESS_LOG = STATE / "logs" / "placement-access.log"
+# One line of it, in scripts/stack.sh's PLACEMENT_ACCESS_FORMAT:
+#   %(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({openstack-api-version}i)s"
+PLACEMENT_ACCESS_LINE = re.compile(
+    r'^\S+ \[[^\]]*\] "(?P<method>[A-Z]+) (?P<uri>\S+) [^"]*" (?P<status>\d{3}) \S+ '
+    r'(?P<seconds>[0-9.]+) "(?P<agent>[^"]*)" "(?P<microversion>[^"]*)"$')
 
 
 def queue_consumers(transport_url, queue="scheduler"):

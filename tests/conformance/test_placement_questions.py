@@ -33,7 +33,6 @@ import collections
 import hashlib
 import json
 import os
-import re
 import time
 import urllib.parse
 
@@ -43,12 +42,8 @@ import nsrs_helpers as H
 
 pytestmark = pytest.mark.usefixtures("scheduler")
 
-ACCESS_LOG = H.STATE / "logs" / "placement-access.log"
+ACCESS_LOG = H.PLACEMENT_ACCESS_LOG
 REFERENCE = H.STATE / "placement-questions.json"
-# scripts/stack.sh's PLACEMENT_ACCESS_FORMAT:
-#   %(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({openstack-api-version}i)s"
-LINE = re.compile(r'^\S+ \[[^\]]*\] "(?P<method>[A-Z]+) (?P<uri>\S+) [^"]*" (?P<status>\d{3}) '
-                  r'\S+ \S+ "(?P<agent>[^"]*)" "(?P<microversion>[^"]*)"$')
 
 Question = collections.namedtuple("Question", "method path query microversion status")
 
@@ -93,7 +88,7 @@ class AccessLog:
         names = {u: f"{{instance {i}}}" for i, u in enumerate(instance_uuids)}
         out = []
         for line in text.splitlines():
-            m = LINE.match(line)
+            m = H.PLACEMENT_ACCESS_LINE.match(line)
             assert m, f"an access log line not in scripts/stack.sh's format: {line!r}"
             if m["agent"] == H.HELPER_USER_AGENT:
                 continue
@@ -249,17 +244,17 @@ SCENARIOS = ["one instance", "three instances", "boot from volume", "flavor trai
 
 
 @pytest.fixture(scope="module")
-def traits_of(placement, seeded):
+def seeded_with_traits(placement, seeded):
     """The seeded hosts with their Placement traits (the seeder's, as Placement has them)."""
     return {u: dict(h, traits=set(placement.get(f"/resource_providers/{u}/traits")["traits"]))
             for u, h in seeded.items()}
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_the_questions_nova_asks(name, request, nova, traits_of, instance_uuids):
+def test_the_questions_nova_asks(name, request, nova, seeded_with_traits, instance_uuids):
     from nova import exception
 
-    flavor, n, change, outcome = scenario(name, request, traits_of)
+    flavor, n, change, outcome = scenario(name, request, seeded_with_traits)
     uuids = instance_uuids(n)
     spec = H.make_spec(nova.ctxt, flavor, uuids)
     change(spec)
