@@ -100,18 +100,22 @@ class AccessLog:
         return out
 
 
-def check_protocol(questions, n, claimed, released):
+def check_protocol(questions, n, claimed, released, candidate_questions=1):
     """Fails unless `questions` are nova's protocol for a call of n instances of
     which `claimed` were claimed (the others had no host: the first of them
     may have tried hosts whose claim was refused), and `released` released
-    again. Returns the read-ahead's extra GETs (of instances never tried)."""
+    again. `candidate_questions` is 2 where nova asks again after an empty
+    answer (dedicated CPUs: PCPU first, then VCPU). Returns the read-ahead's
+    extra GETs (of instances never tried)."""
     seen = f"the questions asked:\n{show(questions)}"
     accounted = set()
 
     candidates = [k for k, q in enumerate(questions) if q.path == "/allocation_candidates"]
-    assert len(candidates) == 1, f"one GET /allocation_candidates per call; {seen}"
-    q = questions[candidates[0]]
-    assert (q.method, q.status) == ("GET", 200), seen
+    assert len(candidates) == candidate_questions, \
+        f"{candidate_questions} GET /allocation_candidates per call; {seen}"
+    assert all((questions[k].method, questions[k].status) == ("GET", 200) for k in candidates), seen
+    first_claim = min((k for k, q in enumerate(questions) if q.method == "PUT"), default=len(questions))
+    assert max(candidates) < first_claim, f"a claim before the last candidates question; {seen}"
     accounted |= set(candidates)
 
     # A claim attempt is a GET of the instance's allocations and a PUT built on
@@ -183,7 +187,15 @@ def reference_for(scenario):
             for q in saved["scenarios"][scenario]]
 
 
-# --- the scenarios: (flavor, instances, spec changes, outcome) -----------------
+# --- the scenarios ---------------------------------------------------------
+
+Scenario = collections.namedtuple(
+    "Scenario", "flavor n change outcome candidate_questions check", defaults=(1, None))
+Scenario.__doc__ = """flavor, instance count, a change to the RequestSpec, the
+outcome ("placed", "no host": NoValidHost before any claim, "rolled back": two
+claimed, the third finds no host), how many GET /allocation_candidates nova
+asks, and a check of the answer (the Selections) where the scenario has one."""
+
 
 def live_enabled(seeded):
     return sorted((h for h in seeded.values() if h["up"] and not h["disabled"]),
@@ -205,42 +217,81 @@ def to_destination(seeded):
     return change
 
 
+def in_zone(az):
+    def change(spec):
+        spec.availability_zone = az
+    return change
+
+
+def flavor_with(**extra_specs):
+    flavor = H.make_flavor()
+    flavor.extra_specs = dict(flavor.extra_specs, **extra_specs)
+    return flavor
+
+
+def placed_if(seeded, trait):
+    return "placed" if any(trait in h["traits"] for h in live_enabled(seeded)) else "no host"
+
+
 def scenario(name, request, seeded):
-    """-> (flavor, instance count, spec change, outcome); outcome is "placed",
-    "no host" (NoValidHost before any claim) or "rolled back" (two claimed,
-    the third finds no host)."""
     same = lambda spec: None  # noqa: E731
     if name == "one instance":
-        return H.make_flavor(), 1, same, "placed"
+        return Scenario(H.make_flavor(), 1, same, "placed")
     if name == "three instances":
-        return H.make_flavor(), 3, same, "placed"
+        return Scenario(H.make_flavor(), 3, same, "placed")
     if name == "boot from volume":
         def bfv(spec):
             spec.is_bfv = True
-        return H.make_flavor(), 1, bfv, "placed"
+        return Scenario(H.make_flavor(), 1, bfv, "placed")
     if name == "flavor traits":
-        flavor = H.make_flavor()
-        flavor.extra_specs = dict(flavor.extra_specs, **{
-            "trait:HW_CPU_X86_AVX2": "required", "trait:HW_CPU_X86_AVX512F": "forbidden"})
-        return flavor, 1, same, "placed" if any(
+        flavor = flavor_with(**{"trait:HW_CPU_X86_AVX2": "required",
+                                "trait:HW_CPU_X86_AVX512F": "forbidden"})
+        return Scenario(flavor, 1, same, "placed" if any(
             "HW_CPU_X86_AVX2" in h["traits"] and "HW_CPU_X86_AVX512F" not in h["traits"]
-            for h in live_enabled(seeded)) else "no host"
+            for h in live_enabled(seeded)) else "no host")
     if name == "image trait":
-        return H.make_flavor(), 1, with_image_trait, "placed" if any(
-            "COMPUTE_SECURITY_TPM_2_0" in h["traits"] for h in live_enabled(seeded)) else "no host"
+        return Scenario(H.make_flavor(), 1, with_image_trait,
+                        placed_if(seeded, "COMPUTE_SECURITY_TPM_2_0"))
     if name == "requested destination":
-        return H.make_flavor(), 1, to_destination(seeded), "placed"
+        return Scenario(H.make_flavor(), 1, to_destination(seeded), "placed")
     if name == "more vCPUs than any host":
-        return H.make_flavor(vcpus=100000, memory_mb=4096, root_gb=20), 1, same, "no host"
+        return Scenario(H.make_flavor(vcpus=100000, memory_mb=4096, root_gb=20), 1, same, "no host")
     if name == "the third of three fits nowhere":
         flavor, _ = request.getfixturevalue("big_flavor")
-        return flavor, 3, same, "rolled back"
+        return Scenario(flavor, 3, same, "rolled back")
+    if name == "availability zone":
+        # map_az_to_placement_aggregate: member_of the zone's aggregates.
+        zone = request.getfixturevalue("questions_zone")
+
+        def on_zone_hosts(selections):
+            chosen = {s.compute_node_uuid for alts in selections for s in alts}
+            assert chosen <= zone["providers"], \
+                f"hosts outside zone {zone['name']}: {chosen - zone['providers']}"
+        return Scenario(H.make_flavor(), 2, in_zone(zone["name"]), "placed", check=on_zone_hosts)
+    if name == "a zone no aggregate names":
+        # The same request filter adds nothing when no aggregate has the zone.
+        return Scenario(H.make_flavor(), 1, in_zone("nsrs-zone-of-no-aggregate"), "placed")
+    if name == "dedicated CPUs":
+        # hw:cpu_policy=dedicated asks for PCPU; no seeded host has any, and nova
+        # asks again with VCPU when that answer is empty.
+        return Scenario(flavor_with(**{"hw:cpu_policy": "dedicated"}), 1, same, "placed",
+                        candidate_questions=2)
+    if name == "granular groups":
+        # A resource override and a numbered group with a group policy.
+        flavor = flavor_with(**{"resources:VCPU": "1", "resources1:MEMORY_MB": "512",
+                                "group_policy": "isolate"})
+        return Scenario(flavor, 1, same, "placed")
+    if name == "packed virtqueues":
+        # hw:virtio_packed_ring adds a required trait (packed_virtqueue_filter).
+        return Scenario(flavor_with(**{"hw:virtio_packed_ring": "true"}), 1, same,
+                        placed_if(seeded, "COMPUTE_NET_VIRTIO_PACKED"))
     raise AssertionError(name)
 
 
 SCENARIOS = ["one instance", "three instances", "boot from volume", "flavor traits",
              "image trait", "requested destination", "more vCPUs than any host",
-             "the third of three fits nowhere"]
+             "the third of three fits nowhere", "availability zone", "a zone no aggregate names",
+             "dedicated CPUs", "granular groups", "packed virtqueues"]
 
 
 @pytest.fixture(scope="module")
@@ -250,29 +301,133 @@ def seeded_with_traits(placement, seeded):
             for u, h in seeded.items()}
 
 
+ZONE = "nsrs-questions-zone"
+# Fixed, so that the reference run and the run under test ask about the same
+# aggregate (its uuid is in the question).
+ZONE_AGGREGATE_UUID = "7d3f2a9c-51e4-4b8a-9c0d-2e6f1a8b4c53"
+
+
+def set_provider_aggregate(placement, rp_uuid, agg_uuid, member):
+    """Put the provider in (or out of) the aggregate, keeping its others, as
+    nova's report client does (PUT with the provider generation, again on 409)."""
+    url = f"{placement.url}/resource_providers/{rp_uuid}/aggregates"
+    for _ in range(5):
+        r = placement.s.get(url, timeout=30)
+        r.raise_for_status()
+        body = r.json()
+        now = set(body["aggregates"])
+        want = now | {agg_uuid} if member else now - {agg_uuid}
+        if want == now:
+            return
+        r = placement.s.put(url, json={"aggregates": sorted(want),
+                                       "resource_provider_generation": body["resource_provider_generation"]},
+                            timeout=30)
+        if r.status_code != 409:
+            r.raise_for_status()
+            return
+    raise AssertionError(f"provider {rp_uuid}: aggregates kept changing under the test")
+
+
+def zone_of_selection_on(nova, placement, host):
+    """The availability zone the scheduler reports for a host (a placement
+    there, released at once)."""
+    from nova import objects
+    uuid = H.new_uuid()
+    spec = H.make_spec(nova.ctxt, H.make_flavor(), [uuid])
+    spec.requested_destination = objects.Destination(host=host["host"], node=host["nodename"])
+    try:
+        sels = nova.api.select_destinations(nova.ctxt, spec, [uuid],
+                                            return_objects=True, return_alternates=False)
+        return sels[0][0].availability_zone
+    finally:
+        placement.delete_allocations(uuid)
+
+
+def wait_for_zone(nova, placement, host, want, seconds=20):
+    deadline = time.monotonic() + seconds
+    while (got := zone_of_selection_on(nova, placement, host)) != want:
+        assert time.monotonic() < deadline, \
+            f"{host['host']}: the scheduler reports zone {got!r}, not {want!r}, {seconds} s after the cast"
+        time.sleep(0.3)
+
+
+@pytest.fixture(scope="module")
+def questions_zone(nova, conf, placement, seeded):
+    """An availability zone as nova-api makes it (`openstack aggregate create
+    --zone`, `aggregate add host`): a host aggregate with availability_zone
+    metadata in the API database, mirrored into Placement under the same uuid,
+    announced to the schedulers by the update_aggregates cast. It holds every
+    other live, enabled host. Undone the same way afterwards (delete_aggregate)."""
+    from nova import objects
+
+    hosts = live_enabled(seeded)[::2]
+    api = H.connect(conf["api_database"]["connection"])
+
+    def undo_rows():
+        with api.cursor() as cur:
+            cur.execute("SELECT id FROM aggregates WHERE uuid = %s", (ZONE_AGGREGATE_UUID,))
+            for (agg_id,) in cur.fetchall():
+                cur.execute("DELETE FROM aggregate_hosts WHERE aggregate_id = %s", (agg_id,))
+                cur.execute("DELETE FROM aggregate_metadata WHERE aggregate_id = %s", (agg_id,))
+                cur.execute("DELETE FROM aggregates WHERE id = %s", (agg_id,))
+
+    def undo_providers():
+        for h in seeded.values():
+            set_provider_aggregate(placement, h["uuid"], ZONE_AGGREGATE_UUID, member=False)
+
+    # What an interrupted earlier run may have left.
+    undo_rows()
+    undo_providers()
+    now = H.utcnow()
+    with api.cursor() as cur:
+        cur.execute("INSERT INTO aggregates (created_at, uuid, name) VALUES (%s, %s, %s)",
+                    (now, ZONE_AGGREGATE_UUID, ZONE))
+        agg_id = cur.lastrowid
+        cur.execute("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value)"
+                    " VALUES (%s, %s, 'availability_zone', %s)", (now, agg_id, ZONE))
+        cur.executemany("INSERT INTO aggregate_hosts (created_at, host, aggregate_id) VALUES (%s, %s, %s)",
+                        [(now, h["host"], agg_id) for h in hosts])
+    for h in hosts:
+        set_provider_aggregate(placement, h["uuid"], ZONE_AGGREGATE_UUID, member=True)
+    agg = objects.Aggregate(id=agg_id, uuid=ZONE_AGGREGATE_UUID, name=ZONE,
+                            hosts=[h["host"] for h in hosts], metadata={"availability_zone": ZONE})
+    nova.api.update_aggregates(nova.admin_ctxt, [agg])
+    try:
+        wait_for_zone(nova, placement, hosts[0], ZONE)
+        yield {"name": ZONE, "providers": {h["uuid"] for h in hosts}}
+    finally:
+        undo_providers()
+        undo_rows()
+        nova.api.delete_aggregate(nova.admin_ctxt, agg)
+        wait_for_zone(nova, placement, hosts[0], nova.conf.default_availability_zone)
+        api.close()
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_the_questions_nova_asks(name, request, nova, seeded_with_traits, instance_uuids):
     from nova import exception
 
-    flavor, n, change, outcome = scenario(name, request, seeded_with_traits)
-    uuids = instance_uuids(n)
-    spec = H.make_spec(nova.ctxt, flavor, uuids)
-    change(spec)
+    sc = scenario(name, request, seeded_with_traits)
+    uuids = instance_uuids(sc.n)
+    spec = H.make_spec(nova.ctxt, sc.flavor, uuids)
+    sc.change(spec)
 
     log = AccessLog()
-    if outcome == "placed":
+    if sc.outcome == "placed":
         result = nova.api.select_destinations(nova.ctxt, spec, uuids,
                                               return_objects=True, return_alternates=True)
-        assert len(result) == n
-        claimed, released = range(n), []
+        assert len(result) == sc.n
+        if sc.check:
+            sc.check(result)
+        claimed, released = range(sc.n), []
     else:
         with pytest.raises(exception.NoValidHost):
             nova.api.select_destinations(nova.ctxt, spec, uuids,
                                          return_objects=True, return_alternates=True)
-        claimed = released = [] if outcome == "no host" else [0, 1]
+        claimed = released = [] if sc.outcome == "no host" else [0, 1]
     questions = log.questions(uuids)
 
-    extras = check_protocol(questions, n, claimed, released)
+    extras = check_protocol(questions, sc.n, claimed, released, sc.candidate_questions)
     asked = [q for q in questions if q not in extras]
     if is_reference_run():
         assert not extras, f"nova-scheduler read allocations it did not claim:\n{show(extras)}"
