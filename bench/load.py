@@ -220,14 +220,20 @@ class Load:
 
     # --- phases ----------------------------------------------------------------
 
-    def run_phase(self, name, callers, per_caller, n_instances, log=None):
+    def run_phase(self, name, callers, per_caller, n_instances, log=None, interval=0.0):
+        """`interval` (seconds): a caller starts its calls that far apart (at once
+        when the previous call took longer), so that Placement sees the same
+        arrival rate whichever scheduler is measured; 0 = back to back."""
         window = LogWindow(log)
         window.start()
         answers = []
         lock = threading.Lock()
 
         def caller():
-            for _ in range(per_caller):
+            start = time.perf_counter()
+            for k in range(per_caller):
+                if interval:
+                    time.sleep(max(0.0, start + k * interval - time.perf_counter()))
                 a = self.call(n_instances)
                 with lock:
                     answers.append(a)
@@ -254,11 +260,13 @@ class Load:
         out = {
             "phase": name, "callers": callers, "calls": len(answers), "instances_per_call": n_instances,
             "ok": len(ok), "no_valid_host": sum(n for e, n in errors.items() if e.startswith("NoValidHost")),
-            "errors": errors, "wall_s": round(wall, 3),
+            "errors": errors, "wall_s": round(wall, 3), "interval_ms": round(interval * 1000, 1),
             "calls_per_s": round(len(answers) / wall, 3) if wall else None,
             "instances_per_s": round(len(ok) * n_instances / wall, 3) if wall else None,
             **summarize_latencies([a[0] for a in answers]),
             "ok_latency": summarize_latencies([a[0] for a in ok]),
+            # Every call's latency, so that runs can be pooled (side_by_side.py --rounds).
+            "latencies_ms": [round(a[0] * 1000, 2) for a in answers],
             "claim_conflicts": len(CLAIM_CONFLICT.findall(text)) if log else None,
             "daemon_phases": phase_timings(text),
             "distinct_hosts_chosen": len(chosen),
@@ -288,15 +296,20 @@ def add_load_args(ap):
     ap.add_argument("--concurrency", type=int, default=0, help="concurrent callers")
     ap.add_argument("--per-caller", type=int, default=1, help="calls per concurrent caller")
     ap.add_argument("--flavor", default="2,4096,20", help="vcpus,memory_mb,root_gb")
+    ap.add_argument("--interval-ms", type=float, default=0,
+                    help="sequential phases start a call this often (at once when the previous "
+                         "one took longer): the same arrival rate at Placement for every scheduler; "
+                         "0 = back to back")
 
 
 def run_phases(load, args, log=None, report=print_phase):
     results = []
     if args.single:
-        results.append(load.run_phase("single", 1, args.single, 1, log))
+        results.append(load.run_phase("single", 1, args.single, 1, log, args.interval_ms / 1000))
         report(results[-1])
     if args.multi:
-        results.append(load.run_phase("multi", 1, args.multi, args.instances, log))
+        results.append(load.run_phase("multi", 1, args.multi, args.instances, log,
+                                      args.interval_ms / 1000))
         report(results[-1])
     if args.concurrency:
         results.append(load.run_phase("concurrent", args.concurrency, args.per_caller,

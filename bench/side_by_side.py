@@ -14,6 +14,14 @@ end. Placement's and MariaDB's CPU over each phase is reported too, since a
 scheduler that moves work to them is not cheaper. Allocations made by a phase
 are deleted before the next, so both schedulers see the seeded cloud.
 
+Each scheduler is measured --rounds times (2 by default), the order reversed
+every other round: nova, ours, ours-fast, ours-fast, ours, nova. The stack is
+not steady over a run (measured: on a freshly seeded cloud Placement answered
+the same question in 48 ms at first and 34 ms three minutes later), and the
+reversal lets such a drift weigh on every scheduler alike. The report pools the
+rounds (percentiles over every call of every round, CPU over all calls) and
+shows each round's p50 beside.
+
 Run through scripts/bench_side_by_side.sh (it finds the venv and the binary).
 Results: <out-dir>/results-<timestamp>.json and a markdown report printed and
 written next to it.
@@ -264,27 +272,97 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
 
 
 def measure_cloud(args, state, venv, n):
-    """Both schedulers, one after the other, on the cloud seeded now."""
+    """The schedulers, one after the other, on the cloud seeded now: --rounds
+    times, the order reversed every other round (nova, ours, ours, nova for two),
+    then pooled per scheduler."""
     load = L.Load(state, tuple(int(x) for x in args.flavor.split(",")))
     transport_url = load.conf["DEFAULT"]["transport_url"]
     run = {"hosts": n, "allocation_candidates_ms": allocation_candidates_ms(load), "schedulers": []}
-    for name in args.schedulers.split(","):
-        env = dict(os.environ)
-        if name == "nova":
-            cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
-        elif name in ("ours", "ours-fast"):
-            cmd = [args.bin, "--config-file", str(state / "nova.conf")]
-            if name == "ours-fast":
-                # The Placement fast path: the same nova.conf plus a read-only
-                # connection to Placement's database (candidates computed locally,
-                # Placement asked only to claim).
-                cmd += ["--config-file", str(fast_path_conf(state))]
-            # The per-request timings line is a debug event of the manager.
-            env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
-        else:
-            sys.exit(f"unknown scheduler {name!r} (nova, ours, ours-fast)")
-        run["schedulers"].append(measure_scheduler(load, args, name, cmd, env, f"{n}", transport_url))
+    names = args.schedulers.split(",")
+    for k in range(args.rounds):
+        for name in (names if k % 2 == 0 else names[::-1]):
+            tag = f"{n}" if args.rounds == 1 else f"{n}-r{k + 1}"
+            measured = measure_one(load, args, state, venv, name, tag, transport_url)
+            measured["round"] = k + 1
+            run["schedulers"].append(measured)
+    run["pooled"] = pool(run["schedulers"])
     return run
+
+
+def measure_one(load, args, state, venv, name, tag, transport_url):
+    """Start one scheduler, run the load phases against it, stop it."""
+    env = dict(os.environ)
+    if name == "nova":
+        cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
+    elif name in ("ours", "ours-fast", "ours-no-read-ahead"):
+        cmd = [args.bin, "--config-file", str(state / "nova.conf")]
+        if name == "ours-fast":
+            # The Placement fast path: the same nova.conf plus a read-only
+            # connection to Placement's database (candidates computed locally,
+            # Placement asked only to claim).
+            cmd += ["--config-file", str(fast_path_conf(state))]
+        if name == "ours-no-read-ahead":
+            # nova's order exactly: each claim's GET /allocations only when the
+            # claim is made, not beside the candidates question.
+            cmd += ["--config-file", str(extra_conf(state, "no-read-ahead.conf", "nova_scheduler_rs",
+                                                    "read_allocations_ahead = false"))]
+        # The per-request timings line is a debug event of the manager.
+        env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
+    else:
+        sys.exit(f"unknown scheduler {name!r} (nova, ours, ours-fast, ours-no-read-ahead)")
+    return measure_scheduler(load, args, name, cmd, env, tag, transport_url)
+
+
+def pool(measured):
+    """Per scheduler (in the order first measured) and phase, its rounds as one:
+    latency percentiles over every call of every round, CPU per call over all
+    calls, counts summed; the p50 of each round kept beside."""
+    out = []
+    for name in dict.fromkeys(m["scheduler"] for m in measured):
+        mine = [m for m in measured if m["scheduler"] == name]
+        phases = []
+        for ph in dict.fromkeys(p["phase"] for m in mine for p in m["phases"]):
+            ps = [p for m in mine for p in m["phases"] if p["phase"] == ph]
+            calls = sum(p["calls"] for p in ps)
+            wall = sum(p["wall_s"] for p in ps)
+            ok_instances = sum(p["ok"] * p["instances_per_call"] for p in ps)
+
+            def total(key):
+                vals = [p.get(key) for p in ps]
+                return None if any(v is None for v in vals) else sum(vals)
+
+            def per_call(key):
+                t = total(key)
+                return round(t / calls * 1000, 1) if t is not None and calls else None
+
+            own = [p["placement_own"] for p in ps]
+            phases.append({
+                "phase": ph, "rounds": len(ps), "callers": ps[0]["callers"], "calls": calls,
+                "instances_per_call": ps[0]["instances_per_call"], "ok": total("ok"),
+                "no_valid_host": total("no_valid_host"), "claim_conflicts": total("claim_conflicts"),
+                "validation_problem_count": total("validation_problem_count"),
+                "allocations_left_after_cleanup": total("allocations_left_after_cleanup"),
+                "wall_s": round(wall, 3),
+                "instances_per_s": round(ok_instances / wall, 3) if wall else None,
+                **L.summarize_latencies([ms / 1000 for p in ps for ms in p["latencies_ms"]]),
+                "p50_ms_by_round": [p["p50_ms"] for p in ps],
+                "scheduler_cpu_ms_per_call": per_call("scheduler_cpu_s"),
+                "placement_cpu_ms_per_call": per_call("placement_cpu_s"),
+                "mariadb_cpu_ms_per_call": per_call("mariadb_cpu_s"),
+                "placement_own_ms_per_call": (
+                    None if any(o is None for o in own)
+                    else round(sum(o["ms_per_call"] * p["calls"] for o, p in zip(own, ps)) / calls, 1)),
+            })
+        out.append({"scheduler": name, "phases": phases,
+                    "vm_hwm_kb_max": max(m["vm_hwm_kb_max"] for m in mine)})
+    return out
+
+
+def extra_conf(state, file_name, section, line):
+    """A one-option config file given after the stack's nova.conf."""
+    path = state / file_name
+    path.write_text(f"# Generated by bench/side_by_side.py.\n[{section}]\n{line}\n")
+    return path
 
 
 def fast_path_conf(state):
@@ -387,9 +465,16 @@ def markdown(results):
                  f"{m['mem_gib']} GiB RAM, {m['kernel']}; load average at start {m['loadavg_start']}.")
     lines.append(f"Command: `{results['command']}`")
     lines.append("")
-    lines.append("| hosts | phase | calls x inst | scheduler | p50 | p95 | p50 nova/this | CPU/call "
-                 "| CPU nova/this | instances/s | inst/s this/nova | NoValidHost | conflicts | invalid |")
-    lines.append("|" + "---|" * 14)
+    rounds = results["args"].get("rounds", 1)
+    if rounds > 1:
+        lines.append(f"Each scheduler measured in {rounds} rounds, the order reversed every other "
+                     "round; the table pools them (percentiles over every call, CPU over all calls), "
+                     "with each round's p50 beside.")
+        lines.append("")
+    lines.append("| hosts | phase | calls x inst | scheduler | p50 | p50 by round | p95 | p50 nova/this "
+                 "| CPU/call | CPU nova/this | instances/s | inst/s this/nova | NoValidHost | conflicts "
+                 "| invalid |")
+    lines.append("|" + "---|" * 15)
 
     def fmt(v, unit="ms"):
         if v is None:
@@ -397,12 +482,12 @@ def markdown(results):
         return f"{v:,.0f} {unit}" if v >= 100 else f"{v:,.1f} {unit}"
 
     for run in results["runs"]:
-        by = {s["scheduler"]: s for s in run["schedulers"]}
-        nova = by.get("nova")
-        phases = [p["phase"] for p in run["schedulers"][0]["phases"]]
+        pooled = run["pooled"]
+        nova = next((s for s in pooled if s["scheduler"] == "nova"), None)
+        phases = [p["phase"] for p in pooled[0]["phases"]]
         for ph in phases:
             pn = next((p for p in nova["phases"] if p["phase"] == ph), None) if nova else None
-            for s in run["schedulers"]:
+            for s in pooled:
                 p = next((p for p in s["phases"] if p["phase"] == ph), None)
                 if p is None:
                     continue
@@ -416,28 +501,34 @@ def markdown(results):
                         return "-"
                     return ratio(p.get(k), pn.get(k)) if inverse else ratio(pn.get(k), p.get(k))
 
+                by_round = " / ".join(fmt(v) for v in p["p50_ms_by_round"])
                 lines.append(
                     f"| {run['hosts']:,} | {ph} | {calls} | {s['scheduler']} | {fmt(p.get('p50_ms'))} "
-                    f"| {fmt(p.get('p95_ms'))} | {vs('p50_ms')} | {fmt(p.get('scheduler_cpu_ms_per_call'))} "
+                    f"| {by_round} | {fmt(p.get('p95_ms'))} | {vs('p50_ms')} "
+                    f"| {fmt(p.get('scheduler_cpu_ms_per_call'))} "
                     f"| {vs('scheduler_cpu_ms_per_call')} | {p.get('instances_per_s') or '-'} "
                     f"| {vs('instances_per_s', inverse=True)} | {p['no_valid_host']} "
                     f"| {p['claim_conflicts']} | {p['validation_problem_count']} |")
     lines.append("")
-    lines.append("| hosts | scheduler | ready | first answer | peak RSS (largest process) | RSS sum of group "
-                 "| Placement CPU/call (single) | MariaDB CPU/call (single) | GET /allocation_candidates "
-                 "| Placement's own time/call (single) |")
-    lines.append("|" + "---|" * 10)
+    lines.append("| hosts | scheduler | round | ready | first answer | peak RSS (largest process) "
+                 "| RSS sum of group | Placement CPU/call (single) | MariaDB CPU/call (single) "
+                 "| GET /allocation_candidates | Placement's own time/call (single) |")
+    lines.append("|" + "---|" * 11)
     for run in results["runs"]:
         for s in run["schedulers"]:
             single = next((p for p in s["phases"] if p["phase"] == "single"), {})
             lines.append(
-                f"| {run['hosts']:,} | {s['scheduler']} | {s['ready_s']} s | {s['first_answer_s']} s "
+                f"| {run['hosts']:,} | {s['scheduler']} | {s.get('round', 1)} | {s['ready_s']} s "
+                f"| {s['first_answer_s']} s "
                 f"| {s['vm_hwm_kb_max'] / 1024:.0f} MiB | {s['vm_hwm_kb_sum'] / 1024:.0f} MiB "
                 f"({s['processes']} proc) | {single.get('placement_cpu_ms_per_call', '-')} ms "
                 f"| {single.get('mariadb_cpu_ms_per_call', '-')} ms "
                 f"| {run['allocation_candidates_ms']} ms "
                 f"| {(single.get('placement_own') or {}).get('ms_per_call', '-')} ms |")
-    own = [(run["hosts"], s["scheduler"], p) for run in results["runs"] for s in run["schedulers"]
+    def who(s):
+        return s["scheduler"] if rounds == 1 else f"{s['scheduler']} (round {s.get('round', 1)})"
+
+    own = [(run["hosts"], who(s), p) for run in results["runs"] for s in run["schedulers"]
            for p in s["phases"] if p.get("placement_own")]
     if own:
         lines.append("")
@@ -449,7 +540,7 @@ def markdown(results):
                          f"{p['placement_own']['ms_per_call']} ms per call; " +
                          ", ".join(f"{k} {v['count']} x {v['median_ms']} ms"
                                    for k, v in p["placement_own"]["by_question"].items()))
-    phases_seen = [(run["hosts"], s["scheduler"], p) for run in results["runs"] for s in run["schedulers"]
+    phases_seen = [(run["hosts"], who(s), p) for run in results["runs"] for s in run["schedulers"]
                    for p in s["phases"] if p["daemon_phases"]]
     if phases_seen:
         lines.append("")
@@ -468,13 +559,19 @@ def main():
     ap.add_argument("--hosts", default="100,1000", help="comma-separated host counts")
     ap.add_argument("--schedulers", default="nova,ours,ours-fast",
                     help="which to run, in this order: nova, ours (asks Placement as nova does), "
-                         "ours-fast (the Placement fast path)")
+                         "ours-fast (the Placement fast path), ours-no-read-ahead (ours with "
+                         "read_allocations_ahead = false)")
     ap.add_argument("--bin", required=True, help="the nova-scheduler-rs binary")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--usage", type=float, default=0.4)
     ap.add_argument("--azs", type=int, default=3)
     ap.add_argument("--aggregates", type=int, default=4)
     ap.add_argument("--placement-workers", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="measure the schedulers this many times on each cloud, the order reversed "
+                         "every other round (nova, ours, ours, nova), and pool the rounds: the stack "
+                         "drifts (Placement answers faster minutes after seeding than at first), "
+                         "and alternating lets the drift weigh on each scheduler alike")
     ap.add_argument("--reuse-stack", action="store_true",
                     help="use the stack and cloud as they are (one host count only)")
     ap.add_argument("--warmup", type=int, default=3)
@@ -489,7 +586,7 @@ def main():
     ap.set_defaults(single=30, multi=5, concurrency=10)
     args = ap.parse_args()
 
-    if {"ours", "ours-fast"} & set(args.schedulers.split(",")) and not os.access(args.bin, os.X_OK):
+    if {"ours", "ours-fast", "ours-no-read-ahead"} & set(args.schedulers.split(",")) and not os.access(args.bin, os.X_OK):
         sys.exit(f"{args.bin} not found: cargo build --release --bin nova-scheduler-rs "
                  "(or set NSRS_BIN / CARGO_TARGET_DIR)")
     state = Path(os.environ.get("NSRS_STATE") or REPO / ".stack")

@@ -3,7 +3,8 @@
 # (bench/side_by_side.py; see its --help). For each host count it recreates the
 # test stack (scripts/stack.sh up: this DROPS the nsrs_* databases), seeds it,
 # runs the load against nova-scheduler from the venv, then against our release
-# binary, and prints a markdown table with the ratios. The stack is left up.
+# binary (in two rounds by default, the order reversed in the second, pooled),
+# and prints a markdown table with the ratios. The stack is left up.
 #
 #   scripts/bench_side_by_side.sh --hosts 100,1000
 #   scripts/bench_side_by_side.sh --hosts 5000 --single 20 --multi 3
