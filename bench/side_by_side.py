@@ -289,12 +289,16 @@ def measure_cloud(args, state, venv, n):
     return run
 
 
+# Our daemon's variants: as nova asks Placement, the fast path, without the read-ahead.
+OURS = ("ours", "ours-fast", "ours-no-read-ahead")
+
+
 def measure_one(load, args, state, venv, name, tag, transport_url):
     """Start one scheduler, run the load phases against it, stop it."""
     env = dict(os.environ)
     if name == "nova":
         cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
-    elif name in ("ours", "ours-fast", "ours-no-read-ahead"):
+    elif name in OURS:
         cmd = [args.bin, "--config-file", str(state / "nova.conf")]
         if name == "ours-fast":
             # The Placement fast path: the same nova.conf plus a read-only
@@ -309,7 +313,7 @@ def measure_one(load, args, state, venv, name, tag, transport_url):
         # The per-request timings line is a debug event of the manager.
         env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
     else:
-        sys.exit(f"unknown scheduler {name!r} (nova, ours, ours-fast, ours-no-read-ahead)")
+        raise ValueError(f"unknown scheduler {name!r}")
     return measure_scheduler(load, args, name, cmd, env, tag, transport_url)
 
 
@@ -586,7 +590,12 @@ def main():
     ap.set_defaults(single=30, multi=5, concurrency=10)
     args = ap.parse_args()
 
-    if {"ours", "ours-fast", "ours-no-read-ahead"} & set(args.schedulers.split(",")) and not os.access(args.bin, os.X_OK):
+    unknown = set(args.schedulers.split(",")) - {"nova", *OURS}
+    if unknown:
+        sys.exit(f"unknown schedulers {sorted(unknown)} (nova, {', '.join(OURS)})")
+    if args.rounds < 1:
+        sys.exit("--rounds must be at least 1")
+    if set(OURS) & set(args.schedulers.split(",")) and not os.access(args.bin, os.X_OK):
         sys.exit(f"{args.bin} not found: cargo build --release --bin nova-scheduler-rs "
                  "(or set NSRS_BIN / CARGO_TARGET_DIR)")
     state = Path(os.environ.get("NSRS_STATE") or REPO / ".stack")
