@@ -12,6 +12,7 @@ import datetime
 import json
 import os
 import re
+import time
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -260,6 +261,33 @@ def make_spec(ctxt, flavor, instance_uuids, scheduler_hints=None, image=None):
     spec.id = 1  # set by RequestSpec.create() in nova-api; the scheduler never saves it
     spec.obj_reset_changes(recursive=False)
     return spec
+
+
+def zone_of_next_selection(nova, placement, flavor=None, host=None):
+    """The availability zone the scheduler reports in the Selection of a new
+    1-instance request (on `host`, a seeded host dict, when given); its claim is
+    released at once."""
+    from nova import objects
+    uuid = new_uuid()
+    spec = make_spec(nova.ctxt, flavor or make_flavor(), [uuid])
+    if host is not None:
+        spec.requested_destination = objects.Destination(host=host["host"], node=host["nodename"])
+    try:
+        sels = nova.api.select_destinations(nova.ctxt, spec, [uuid],
+                                            return_objects=True, return_alternates=False)
+        return sels[0][0].availability_zone
+    finally:
+        placement.delete_allocations(uuid)
+
+
+def wait_for_zone(nova, placement, want, seconds=20, **where):
+    """Asks (zone_of_next_selection) until the zone is `want` or `seconds` have
+    passed (a cast is handled asynchronously); returns the last zone seen."""
+    deadline = time.monotonic() + seconds
+    while (got := zone_of_next_selection(nova, placement, **where)) != want \
+            and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return got
 
 
 def new_uuid():

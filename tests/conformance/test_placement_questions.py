@@ -328,29 +328,6 @@ def set_provider_aggregate(placement, rp_uuid, agg_uuid, member):
     raise AssertionError(f"provider {rp_uuid}: aggregates kept changing under the test")
 
 
-def zone_of_selection_on(nova, placement, host):
-    """The availability zone the scheduler reports for a host (a placement
-    there, released at once)."""
-    from nova import objects
-    uuid = H.new_uuid()
-    spec = H.make_spec(nova.ctxt, H.make_flavor(), [uuid])
-    spec.requested_destination = objects.Destination(host=host["host"], node=host["nodename"])
-    try:
-        sels = nova.api.select_destinations(nova.ctxt, spec, [uuid],
-                                            return_objects=True, return_alternates=False)
-        return sels[0][0].availability_zone
-    finally:
-        placement.delete_allocations(uuid)
-
-
-def wait_for_zone(nova, placement, host, want, seconds=20):
-    deadline = time.monotonic() + seconds
-    while (got := zone_of_selection_on(nova, placement, host)) != want:
-        assert time.monotonic() < deadline, \
-            f"{host['host']}: the scheduler reports zone {got!r}, not {want!r}, {seconds} s after the cast"
-        time.sleep(0.3)
-
-
 @pytest.fixture(scope="module")
 def questions_zone(nova, conf, placement, seeded):
     """An availability zone as nova-api makes it (`openstack aggregate create
@@ -393,14 +370,17 @@ def questions_zone(nova, conf, placement, seeded):
                             hosts=[h["host"] for h in hosts], metadata={"availability_zone": ZONE})
     nova.api.update_aggregates(nova.admin_ctxt, [agg])
     try:
-        wait_for_zone(nova, placement, hosts[0], ZONE)
+        got = H.wait_for_zone(nova, placement, ZONE, host=hosts[0])
+        assert got == ZONE, f"{hosts[0]['host']}: the scheduler reports zone {got!r} after the cast"
         yield {"name": ZONE, "providers": {h["uuid"] for h in hosts}}
     finally:
         undo_providers()
         undo_rows()
         nova.api.delete_aggregate(nova.admin_ctxt, agg)
-        wait_for_zone(nova, placement, hosts[0], nova.conf.default_availability_zone)
+        default = nova.conf.default_availability_zone
+        got = H.wait_for_zone(nova, placement, default, host=hosts[0])
         api.close()
+        assert got == default, f"{hosts[0]['host']}: zone {got!r} after delete_aggregate"
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

@@ -4,8 +4,6 @@ nova-api send them), against the scheduler under test. Each expectation is nova'
 own behaviour: run with NSRS_SCHEDULER_CMD=nova to check the tests themselves.
 """
 
-import time
-
 import pytest
 
 import nsrs_helpers as H
@@ -73,25 +71,6 @@ def test_pinned_conductor_cannot_ask_for_objects(nova, pinned_api):
         api.select_destinations(nova.ctxt, spec, [spec.instance_uuid], return_objects=True)
 
 
-def _az_of_next_selection(nova, placement, flavor):
-    uuid = H.new_uuid()
-    try:
-        sels = nova.api.select_destinations(nova.ctxt, H.make_spec(nova.ctxt, flavor, [uuid]), [uuid],
-                                            return_objects=True, return_alternates=False)
-        return sels[0][0].availability_zone
-    finally:
-        placement.delete_allocations(uuid)
-
-
-def _wait_for_az(nova, placement, flavor, want, seconds=20):
-    deadline = time.time() + seconds
-    while True:
-        got = _az_of_next_selection(nova, placement, flavor)
-        if got == want or time.time() > deadline:
-            return got
-        time.sleep(0.5)
-
-
 def test_aggregate_casts_change_the_next_answer(nova, seeded, placement):
     """update_aggregates (nova-api's fanout cast) puts every host in an aggregate with an
     availability zone: the next Selection reports it without any database change; after
@@ -100,13 +79,13 @@ def test_aggregate_casts_change_the_next_answer(nova, seeded, placement):
 
     flavor = H.make_flavor()
     default_az = nova.conf.default_availability_zone
-    assert _az_of_next_selection(nova, placement, flavor) == default_az
+    assert H.zone_of_next_selection(nova, placement, flavor) == default_az
     hosts = sorted({s["host"] for s in seeded.values()})
     agg = objects.Aggregate(id=424242, uuid=H.new_uuid(), name="nsrs-cast-zone", hosts=hosts,
                             metadata={"availability_zone": "castzone"})
     nova.api.update_aggregates(nova.admin_ctxt, [agg])
     try:
-        assert _wait_for_az(nova, placement, flavor, "castzone") == "castzone"
+        assert H.wait_for_zone(nova, placement, "castzone", flavor=flavor) == "castzone"
     finally:
         nova.api.delete_aggregate(nova.admin_ctxt, agg)
-    assert _wait_for_az(nova, placement, flavor, default_az) == default_az
+    assert H.wait_for_zone(nova, placement, default_az, flavor=flavor) == default_az
