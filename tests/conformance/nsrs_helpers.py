@@ -268,16 +268,16 @@ def zone_of_next_selection(nova, placement, flavor=None, host=None):
     1-instance request (on `host`, a seeded host dict, when given); its claim is
     released at once."""
     from nova import objects
-    uuid = new_uuid()
-    spec = make_spec(nova.ctxt, flavor or make_flavor(), [uuid])
+    instance = new_uuid()
+    spec = make_spec(nova.ctxt, flavor or make_flavor(), [instance])
     if host is not None:
         spec.requested_destination = objects.Destination(host=host["host"], node=host["nodename"])
     try:
-        sels = nova.api.select_destinations(nova.ctxt, spec, [uuid],
+        sels = nova.api.select_destinations(nova.ctxt, spec, [instance],
                                             return_objects=True, return_alternates=False)
         return sels[0][0].availability_zone
     finally:
-        placement.delete_allocations(uuid)
+        placement.delete_allocations(instance)
 
 
 def wait_for_zone(nova, placement, want, seconds=20, **where):

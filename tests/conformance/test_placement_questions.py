@@ -33,12 +33,16 @@ import collections
 import hashlib
 import json
 import os
+import sys
 import time
 import urllib.parse
 
 import pytest
 
 import nsrs_helpers as H
+
+sys.path.insert(0, str(H.REPO / "scripts"))
+import seed_cloud  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("scheduler")
 
@@ -355,15 +359,13 @@ def questions_zone(nova, conf, placement, seeded):
     # What an interrupted earlier run may have left.
     undo_rows()
     undo_providers()
-    now = H.utcnow()
+    # The rows as the seeder writes its zones (scripts/seed_cloud.py).
+    seed_cloud.write_aggregates(conf["api_database"]["connection"], [{
+        "uuid": ZONE_AGGREGATE_UUID, "name": ZONE, "metadata": {"availability_zone": ZONE},
+        "hosts": [h["host"] for h in hosts]}], H.utcnow())
     with api.cursor() as cur:
-        cur.execute("INSERT INTO aggregates (created_at, uuid, name) VALUES (%s, %s, %s)",
-                    (now, ZONE_AGGREGATE_UUID, ZONE))
-        agg_id = cur.lastrowid
-        cur.execute("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value)"
-                    " VALUES (%s, %s, 'availability_zone', %s)", (now, agg_id, ZONE))
-        cur.executemany("INSERT INTO aggregate_hosts (created_at, host, aggregate_id) VALUES (%s, %s, %s)",
-                        [(now, h["host"], agg_id) for h in hosts])
+        cur.execute("SELECT id FROM aggregates WHERE uuid = %s", (ZONE_AGGREGATE_UUID,))
+        (agg_id,) = cur.fetchone()
     for h in hosts:
         set_provider_aggregate(placement, h["uuid"], ZONE_AGGREGATE_UUID, member=True)
     agg = objects.Aggregate(id=agg_id, uuid=ZONE_AGGREGATE_UUID, name=ZONE,
