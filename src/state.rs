@@ -35,8 +35,8 @@ use futures_util::future::join_all;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// nova's `CELL_TIMEOUT`: a cell that has not answered within this time is skipped.
 pub const DEFAULT_CELL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -144,6 +144,19 @@ pub struct HostStateStore {
     ratios: RatioDefaults,
     resolver: CellUrlResolver,
     cell_timeout: Duration,
+    min_version: Mutex<MinVersionReading>,
+}
+
+/// The minimum compute service version as last read, for the OWNER_NOVA request
+/// filter. nova reads it from every cell per request; with the host state cache on,
+/// the cache's refresh pass reads it instead and requests use that reading while it
+/// is younger than `max_age` (as old as the host states they are decided on), so
+/// no request waits on three database round trips before asking Placement.
+#[derive(Debug, Default)]
+struct MinVersionReading {
+    /// `None`: every request reads it (nova's way; the cache is off).
+    max_age: Option<Duration>,
+    last: Option<(Instant, Option<i64>)>,
 }
 
 // === impl HostStateStore ===
@@ -179,6 +192,7 @@ impl HostStateStore {
             ratios: RatioDefaults::from_options(&opts),
             resolver: opts.cell_url_resolver,
             cell_timeout: opts.cell_timeout,
+            min_version: Mutex::new(MinVersionReading::default()),
         };
         store.load_cells(true).await?;
         let aggs = aggregates::load(&store.api)
@@ -429,7 +443,37 @@ impl HostStateStore {
     /// `get_minimum_version_all_cells` computes it for the OWNER_NOVA prefilter: per
     /// database the SQL minimum; databases that fail or whose minimum is 0/NULL are
     /// ignored. `None` when nothing qualifies (nova reports 0).
+    ///
+    /// The last reading when [`keep_min_compute_version`](Self::keep_min_compute_version)
+    /// was called and it is recent enough; otherwise read now (and kept).
     pub async fn min_compute_service_version(&self) -> Option<i64> {
+        {
+            let reading = lock(&self.min_version);
+            if let (Some(max_age), Some((at, version))) = (reading.max_age, reading.last) {
+                if at.elapsed() <= max_age {
+                    return version;
+                }
+            }
+        }
+        self.refresh_min_compute_version().await
+    }
+
+    /// Lets requests use a reading of the minimum compute version up to `max_age`
+    /// old; whoever calls this keeps it fresh with
+    /// [`refresh_min_compute_version`](Self::refresh_min_compute_version).
+    pub fn keep_min_compute_version(&self, max_age: Duration) {
+        lock(&self.min_version).max_age = Some(max_age);
+    }
+
+    /// Reads the minimum compute version from every database and keeps the reading.
+    pub async fn refresh_min_compute_version(&self) -> Option<i64> {
+        let started = Instant::now();
+        let version = self.read_min_compute_service_version().await;
+        lock(&self.min_version).last = Some((started, version));
+        version
+    }
+
+    async fn read_min_compute_service_version(&self) -> Option<i64> {
         let set = self.cell_set();
         let mut targets: Vec<(String, &MySqlPool)> = set
             .cells
@@ -496,4 +540,8 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

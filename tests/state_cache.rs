@@ -899,3 +899,54 @@ async fn decision_table_follows_the_cache() {
     let eighth = check(later).await;
     assert_ne!(eighth.row(row_of(&eighth, "c1-a")).service, before);
 }
+
+/// With the cache on, a request uses the minimum compute version the cache read
+/// (at warm-up or beside a pass) while it is at most two refresh intervals old; a
+/// store without a cache reads it per request, as nova does.
+#[tokio::test]
+async fn the_minimum_compute_version_is_read_by_the_cache_beside_its_passes() {
+    let slow = CacheOptions {
+        refresh_interval: Duration::from_secs(60),
+        ..no_retention()
+    };
+    let c = cloud("minver", slow).await;
+    assert_eq!(c.store.min_compute_service_version().await, Some(74));
+    exec(
+        &c.cell1,
+        &["UPDATE services SET version = 70 WHERE id = 2".to_string()],
+    )
+    .await;
+    // The warm-up's reading still answers: no request reads the cells for it.
+    assert_eq!(c.store.min_compute_service_version().await, Some(74));
+    let per_request = HostStateStore::connect(StateOptions::new(
+        nova_schema::sqlx_url(&format!("{}_api", c.prefix)),
+        nova_schema::sqlx_url(&format!("{}_cell0", c.prefix)),
+        resolver(),
+    ))
+    .await
+    .expect("connect");
+    assert_eq!(per_request.min_compute_service_version().await, Some(70));
+    // What the cache's pass does beside its refresh.
+    assert_eq!(c.store.refresh_min_compute_version().await, Some(70));
+    assert_eq!(c.store.min_compute_service_version().await, Some(70));
+}
+
+/// A reading older than two refresh intervals (the cache's passes stopped or
+/// lag) is not used: the request reads the cells itself.
+#[tokio::test]
+async fn an_old_minimum_compute_version_reading_is_read_again_by_the_request() {
+    let fast = CacheOptions {
+        refresh_interval: Duration::from_millis(100),
+        ..no_retention()
+    };
+    let c = cloud("minver_old", fast).await;
+    assert_eq!(c.store.min_compute_service_version().await, Some(74));
+    exec(
+        &c.cell2,
+        &["UPDATE services SET version = 66 WHERE id = 1".to_string()],
+    )
+    .await;
+    // No pass runs here; after two intervals the reading has expired.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(c.store.min_compute_service_version().await, Some(66));
+}

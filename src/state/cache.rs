@@ -37,7 +37,7 @@
 use super::cells::CellDb;
 use super::compute::{self, ComputeNodeRow, ServiceRow};
 use super::queries::{self, Change, HostInstance, InstanceRow, Window};
-use super::{read, write, HostStateStore, StateError};
+use super::{lock, read, write, HostStateStore, StateError};
 use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
 use crate::scheduler::HostTable;
 use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
@@ -506,7 +506,10 @@ fn still_pending(retained: &[Retained], row_updated: Option<NaiveDateTime>) -> V
 
 impl HostStateCache {
     /// A cache over `store`; nothing is read until [`HostStateCache::warm`].
+    /// The cache also keeps the minimum compute version read (see [`Self::run`]);
+    /// requests use a reading up to two passes old, then read it themselves.
     pub fn new(store: Arc<HostStateStore>, opts: CacheOptions) -> Self {
+        store.keep_min_compute_version(opts.refresh_interval.saturating_mul(2));
         HostStateCache {
             store,
             opts,
@@ -537,7 +540,8 @@ impl HostStateCache {
             .filter(|c| !c.cell.disabled)
             .cloned()
             .collect();
-        join_all(cells.iter().map(|db| self.full_load(db))).await;
+        let loads = join_all(cells.iter().map(|db| self.full_load(db)));
+        tokio::join!(loads, self.store.refresh_min_compute_version());
         let nodes: usize = read(&self.cells)
             .values()
             .map(|c| read(c).nodes.len())
@@ -593,7 +597,8 @@ impl HostStateCache {
         stats
     }
 
-    /// Runs [`refresh`](Self::refresh) every `refresh_interval` until `shutdown`.
+    /// Runs [`refresh`](Self::refresh) every `refresh_interval` until `shutdown`,
+    /// reading the minimum compute version beside each pass.
     pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
         let mut tick = tokio::time::interval(self.opts.refresh_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -605,7 +610,7 @@ impl HostStateCache {
                 _ = tick.tick() => {}
             }
             let started = Instant::now();
-            let stats = self.refresh().await;
+            let (stats, _) = tokio::join!(self.refresh(), self.store.refresh_min_compute_version());
             self.update_table(Utc::now()).await;
             tracing::trace!(
                 services = stats.services,
@@ -1268,10 +1273,6 @@ impl DecisionTable {
         }
         Some(Arc::clone(&self.table))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
