@@ -211,8 +211,9 @@ impl PlacementClient {
             .is_none_or(|c| c.consumer_uuid == consumer_uuid));
         current = current.filter(|c| c.consumer_uuid == consumer_uuid);
         for attempt in 0..CLAIM_ATTEMPTS {
-            let sleep = rand::random::<f64>() * f64::from(attempt * 2);
-            tokio::time::sleep(self.retry_unit.mul_f64(sleep)).await;
+            if let Some(pause) = claim_retry_pause(attempt, self.retry_unit, rand::random()) {
+                tokio::time::sleep(pause).await;
+            }
             let outcome = self
                 .claim_once(
                     consumer_uuid,
@@ -501,6 +502,14 @@ impl PlacementClient {
     }
 }
 
+/// nova's `@retries` pause before claim attempt `attempt` (from 0): uniform(0,
+/// 2 × attempt) units, `draw` being the uniform draw in [0, 1). None before the
+/// first attempt: nova's `time.sleep(0)` returns at once, a tokio sleep of zero
+/// waits for the timer's next tick (up to 1 ms on every claim's critical path).
+fn claim_retry_pause(attempt: u32, unit: Duration, draw: f64) -> Option<Duration> {
+    (attempt > 0).then(|| unit.mul_f64(draw * f64::from(attempt * 2)))
+}
+
 /// nova's `_move_operation_alloc_request`: the existing allocations (resources only)
 /// plus every provider of the new request not already allocated; no `mappings`.
 fn doubled_allocations(
@@ -600,6 +609,27 @@ mod tests {
                 "shared": {"resources": {"DISK_GB": 10}},
                 "dst": {"resources": {"VCPU": 1}}
             }})
+        );
+    }
+
+    #[test]
+    fn the_first_claim_attempt_is_not_delayed_and_retries_wait_as_novas() {
+        let unit = Duration::from_secs(1);
+        assert_eq!(claim_retry_pause(0, unit, 0.0), None);
+        assert_eq!(claim_retry_pause(0, unit, 0.99), None);
+        assert_eq!(claim_retry_pause(1, unit, 0.0), Some(Duration::ZERO));
+        assert_eq!(
+            claim_retry_pause(1, unit, 0.5),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            claim_retry_pause(3, unit, 0.25),
+            Some(Duration::from_millis(1500))
+        );
+        let ms = Duration::from_millis(1);
+        assert_eq!(
+            claim_retry_pause(2, ms, 0.5),
+            Some(Duration::from_millis(2))
         );
     }
 
