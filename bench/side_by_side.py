@@ -289,8 +289,9 @@ def measure_cloud(args, state, venv, n):
     return run
 
 
-# Our daemon's variants: as nova asks Placement, the fast path, without the read-ahead.
-OURS = ("ours", "ours-fast", "ours-no-read-ahead")
+# Our daemon's variants: as nova asks Placement, the fast path, without the read-ahead,
+# and "ours" run from another build (--baseline-bin: a change against the build before it).
+OURS = ("ours", "ours-fast", "ours-no-read-ahead", "ours-baseline")
 
 
 def measure_one(load, args, state, venv, name, tag, transport_url):
@@ -299,7 +300,8 @@ def measure_one(load, args, state, venv, name, tag, transport_url):
     if name == "nova":
         cmd = [str(venv / "bin" / "nova-scheduler"), "--config-file", str(state / "nova.conf")]
     elif name in OURS:
-        cmd = [args.bin, "--config-file", str(state / "nova.conf")]
+        binary = args.baseline_bin if name == "ours-baseline" else args.bin
+        cmd = [binary, "--config-file", str(state / "nova.conf")]
         if name == "ours-fast":
             # The Placement fast path: the same nova.conf plus a read-only
             # connection to Placement's database (candidates computed locally,
@@ -564,8 +566,11 @@ def main():
     ap.add_argument("--schedulers", default="nova,ours,ours-fast",
                     help="which to run, in this order: nova, ours (asks Placement as nova does), "
                          "ours-fast (the Placement fast path), ours-no-read-ahead (ours with "
-                         "read_allocations_ahead = false)")
+                         "read_allocations_ahead = false), ours-baseline (ours from --baseline-bin)")
     ap.add_argument("--bin", required=True, help="the nova-scheduler-rs binary")
+    ap.add_argument("--baseline-bin", default=None,
+                    help="another nova-scheduler-rs binary, run as 'ours-baseline' (for example "
+                         "the build before a change, measured in the same rounds as the change)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--usage", type=float, default=0.4)
     ap.add_argument("--azs", type=int, default=3)
@@ -595,6 +600,9 @@ def main():
         sys.exit(f"unknown schedulers {sorted(unknown)} (nova, {', '.join(OURS)})")
     if args.rounds < 1:
         sys.exit("--rounds must be at least 1")
+    if "ours-baseline" in args.schedulers.split(",") and not (
+            args.baseline_bin and os.access(args.baseline_bin, os.X_OK)):
+        sys.exit("ours-baseline needs --baseline-bin, an executable nova-scheduler-rs binary")
     if set(OURS) & set(args.schedulers.split(",")) and not os.access(args.bin, os.X_OK):
         sys.exit(f"{args.bin} not found: cargo build --release --bin nova-scheduler-rs "
                  "(or set NSRS_BIN / CARGO_TARGET_DIR)")
