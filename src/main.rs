@@ -24,18 +24,11 @@ fn main() -> ExitCode {
         println!("nova-scheduler-rs {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     match cli.command {
         Command::Simulate => {
+            let Some(runtime) = runtime(None) else {
+                return ExitCode::FAILURE;
+            };
             let opts = match simulate::SimulateOptions::from_args(&cli.command_args) {
                 Ok(o) => o,
                 Err(e) => {
@@ -55,6 +48,9 @@ fn main() -> ExitCode {
                 }
             };
             telemetry::init(config.default.debug);
+            let Some(runtime) = runtime(config.scheduler.workers) else {
+                return ExitCode::FAILURE;
+            };
             match runtime.block_on(app::run(config, app::shutdown_signal())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -64,5 +60,38 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// The async runtime. nova-scheduler runs `[scheduler] workers` processes (unset or
+/// 0: one per CPU); this daemon is one process whose runtime has that many threads,
+/// so it uses the CPUs nova would have been given and no more. Each thread beyond
+/// what the work needs costs wake-ups that compete with Placement on a small box.
+fn runtime(workers: Option<u32>) -> Option<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers.filter(|&n| n > 0) {
+        builder.worker_threads(n as usize);
+    }
+    match builder.enable_all().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runtime;
+
+    #[test]
+    fn scheduler_workers_sets_the_runtime_threads_and_zero_means_unset() {
+        let threads = |workers| runtime(workers).expect("runtime").metrics().num_workers();
+        assert_eq!(threads(Some(3)), 3);
+        assert_eq!(threads(Some(1)), 1);
+        // Unset or 0: tokio's default, one thread per CPU (nova's default of one
+        // process per CPU).
+        assert_eq!(threads(Some(0)), threads(None));
     }
 }

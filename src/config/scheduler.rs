@@ -14,7 +14,8 @@ pub struct SchedulerSection {
     pub max_placement_results: u32,
     /// Seconds between periodic cell host discoveries; -1 = never, 0 = every 60 s.
     pub discover_hosts_in_cells_interval: i64,
-    /// Worker processes (unset: the number of CPUs).
+    /// nova: worker processes; here the threads of the one process's runtime (unset
+    /// or 0: one per CPU, as nova).
     pub workers: Option<u32>,
     /// Prefilter: restrict projects to their Placement aggregates
     /// (`filter_tenant_id` aggregate metadata).
