@@ -37,7 +37,13 @@ fn body_of(sample: &str) -> Vec<u8> {
 }
 
 fn decode(body: &[u8]) -> RequestSpec {
-    let request = decode_request(Some("application/json"), None, body).expect("decoded");
+    let request = decode_request(
+        Some("application/json"),
+        None,
+        body,
+        nova_scheduler::rpc::envelope::DEFAULT_MAX_MESSAGE_BYTES,
+    )
+    .expect("decoded");
     RequestSpec::from_primitive(&request.args["spec_obj"]).expect("spec")
 }
 

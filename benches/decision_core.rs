@@ -178,7 +178,13 @@ fn hosts(n: usize, now: DateTime<Utc>) -> Vec<HostState> {
 fn captured_spec() -> RequestSpec {
     let captured: Value = serde_json::from_str(SINGLE_REQUEST).expect("sample");
     let body = captured["body_raw"].as_str().expect("body_raw");
-    let request = decode_request(Some("application/json"), None, body.as_bytes()).expect("request");
+    let request = decode_request(
+        Some("application/json"),
+        None,
+        body.as_bytes(),
+        nova_scheduler::rpc::envelope::DEFAULT_MAX_MESSAGE_BYTES,
+    )
+    .expect("request");
     RequestSpec::from_primitive(&request.args["spec_obj"]).expect("spec")
 }
 

@@ -178,6 +178,14 @@ fn rpc_options_for(config: &Config, transport: &crate::config::TransportUrl) -> 
         quorum_max_memory_length: r.rabbit_quorum_max_memory_length.max(0) as u32,
         quorum_max_memory_bytes: r.rabbit_quorum_max_memory_bytes.max(0) as u32,
         enable_cancel_on_failover: r.enable_cancel_on_failover,
+        max_message_bytes: config.guards.max_message_bytes,
+        call_timeout: Duration::from_secs(config.default.long_rpc_timeout.max(1)),
+        shutdown_grace: match config.default.graceful_shutdown_timeout {
+            0 => None,
+            secs => Some(Duration::from_secs(secs)),
+        },
+        state_dir: Some(config.guards.state_dir.clone()),
+        max_message_crashes: config.guards.max_message_crashes,
     }
 }
 
@@ -261,6 +269,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 != 0.0,
             indexed_decision: config.nova_scheduler_rs.indexed_decision,
             read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
+            max_instances_per_request: config.guards.max_instances_per_request,
         },
     );
     let (notifier, notification_publisher) = notifier(&config)?;
@@ -513,7 +522,11 @@ fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
     Ok(PlacementOptions {
         endpoint: p.endpoint_override.clone().or_else(|| p.endpoint.clone()),
         auth,
-        timeout: p.timeout.map(Duration::from_secs_f64),
+        timeout: Some(
+            p.timeout
+                .map(Duration::from_secs_f64)
+                .unwrap_or(crate::placement::DEFAULT_TIMEOUT),
+        ),
         cafile: p.cafile.as_ref().map(Into::into),
         insecure: p.insecure,
         region_name: p.region_name.clone(),

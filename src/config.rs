@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 pub mod cli;
 pub mod db_url;
 pub mod error;
+pub mod guards;
 pub mod host_state_cache;
 pub mod ini;
 pub mod rabbit;
@@ -32,6 +33,7 @@ pub mod transport_url;
 pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource};
 pub use db_url::{format_cell_url, DbUrl};
 pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
+pub use guards::GuardsSection;
 pub use host_state_cache::HostStateCacheSection;
 pub use ini::{RawConfig, RawValue};
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
@@ -84,6 +86,8 @@ pub struct Config {
     pub compute: ComputeSection,
     /// `[nova_scheduler_rs]`: this daemon's own options (host state cache).
     pub nova_scheduler_rs: HostStateCacheSection,
+    /// `[nova_scheduler_rs]`: bounds on one message's work and the poison-message guard.
+    pub guards: GuardsSection,
     /// `[pci]`.
     pub pci: PciSection,
     raw: RawConfig,
@@ -286,6 +290,7 @@ impl Config {
             notifications: NovaNotificationsSection::read(&raw, &mut errors),
             compute: ComputeSection::read(&raw, &mut errors),
             nova_scheduler_rs: HostStateCacheSection::read(&raw, &mut errors),
+            guards: GuardsSection::read(&raw, &mut errors),
             pci: PciSection::read(&raw, &mut errors),
             default,
             transport,

@@ -51,7 +51,11 @@ fn main() -> ExitCode {
             let Some(runtime) = runtime(config.scheduler.workers) else {
                 return ExitCode::FAILURE;
             };
-            match runtime.block_on(app::run(config, app::shutdown_signal())) {
+            let served = runtime.block_on(app::run(config, app::shutdown_signal()));
+            // Requests abandoned at shutdown stop at their next await; none may hold
+            // the exit (dropping the runtime would wait for them).
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!(error = %e, "nova-scheduler-rs stopped");

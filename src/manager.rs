@@ -17,6 +17,7 @@ mod batch_claims;
 mod claims;
 pub mod prefilters;
 mod read_ahead;
+mod redelivery;
 
 pub use prefilters::PrefilterOptions;
 
@@ -73,6 +74,17 @@ pub struct ManagerOptions {
     /// `[nova_scheduler_rs] read_allocations_ahead`: without the provider index,
     /// read the instances' current allocations beside the candidates question.
     pub read_allocations_ahead: bool,
+    /// `[nova_scheduler_rs] max_instances_per_request`.
+    pub max_instances_per_request: u32,
+}
+
+/// How a call reached the manager: what its delivery says beyond its arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delivery {
+    /// When the caller stops waiting; no claim is made after it.
+    pub deadline: Option<Instant>,
+    /// Delivered before to a consumer that did not answer it.
+    pub redelivered: bool,
 }
 
 /// A request's candidate hosts: copies of their states, or rows of the cache's
@@ -180,11 +192,23 @@ impl SchedulerManager {
         self
     }
 
-    /// `select_destinations` as nova 34's manager runs it (see the boundary facts §2.1).
+    /// `select_destinations` as nova 34's manager runs it (see the boundary facts §2.1),
+    /// for a call delivered once and without a deadline.
     pub async fn select_destinations(
         &self,
         ctx: &RequestContext,
         args: &Map<String, Value>,
+    ) -> Result<Value, RemoteError> {
+        self.select_destinations_delivered(ctx, args, Delivery::default())
+            .await
+    }
+
+    /// `select_destinations` for a call delivered as `delivery` says.
+    pub async fn select_destinations_delivered(
+        &self,
+        ctx: &RequestContext,
+        args: &Map<String, Value>,
+        delivery: Delivery,
     ) -> Result<Value, RemoteError> {
         let started = Instant::now();
         let mut phases = Phases::default();
@@ -196,6 +220,7 @@ impl SchedulerManager {
             debug!("select_destinations without spec_obj (RPC < 4.3): no notifications");
         }
         let args = SelectArgs::decode(args)?;
+        args.check_size(self.options.max_instances_per_request)?;
         phases.decode = started.elapsed();
         let mut spec = args.spec;
         let aggregates_before = spec
@@ -239,6 +264,7 @@ impl SchedulerManager {
                     !uuids.is_empty()
                         && self.options.read_allocations_ahead
                         && self.placement_index.is_none()
+                        && !delivery.redelivered
                 })
                 .map(|uuids| {
                     read_ahead::AllocationReadAhead::start(
@@ -335,11 +361,27 @@ impl SchedulerManager {
             .clone()
             .or_else(|| ctx.user_id().map(str::to_string))
             .unwrap_or_default();
+        // A request delivered before may find its earlier delivery's claims.
+        let earlier_claims = match (&request.instance_uuids, delivery.redelivered, use_placement) {
+            (Some(uuids), true, true) => {
+                redelivery::earlier_claims(
+                    &self.placement,
+                    &self.store,
+                    &request.spec,
+                    uuids,
+                    global_request_id.as_deref(),
+                )
+                .await
+            }
+            _ => FxHashMap::default(),
+        };
         let claims = ClaimContext {
             project_id,
             user_id,
             global_request_id,
             waited: ClaimTime::default(),
+            deadline: delivery.deadline,
+            earlier_claims,
         };
         // The RNG lock is held only for the synchronous parts; a fresh RNG per request
         // is derived so concurrent requests never wait on each other's claims.
@@ -349,7 +391,9 @@ impl SchedulerManager {
         };
         let claiming = request.use_placement && request.instance_uuids.is_some();
         let batch_index = match (&spec_before_candidates, from_index && claiming) {
-            (Some(_), true) => self.batch_index(request.instance_uuids.as_deref()).await,
+            (Some(_), true) if claims.earlier_claims.is_empty() => {
+                self.batch_index(request.instance_uuids.as_deref()).await
+            }
             _ => None,
         };
         let mark = Instant::now();
@@ -547,7 +591,9 @@ impl SchedulerManager {
             claims.global_request_id.clone(),
             &claims.waited,
         )
-        .with_read_ahead(read_ahead);
+        .with_read_ahead(read_ahead)
+        .with_deadline(claims.deadline)
+        .with_earlier_claims(claims.earlier_claims.clone());
         self.decide(hosts, request, &mut claimer, rng).await
     }
 
@@ -663,7 +709,7 @@ impl SchedulerManager {
                     None => break,
                 }
             }
-            let mut claimer = batch_claims::BatchClaims::new(index);
+            let mut claimer = batch_claims::BatchClaims::new(index, claims.deadline);
             let outcome = match self.decide(hosts, request(&spec), &mut claimer, rng).await {
                 Ok(outcome) => outcome,
                 // The decision itself failed (NoValidHost, a weigher): the claimer
@@ -875,6 +921,10 @@ struct ClaimContext {
     user_id: String,
     global_request_id: Option<String>,
     waited: ClaimTime,
+    /// When the caller stops waiting.
+    deadline: Option<Instant>,
+    /// Per instance, providers an earlier delivery of the request claimed.
+    earlier_claims: FxHashMap<String, Vec<String>>,
 }
 
 /// Time a request's claims (and their release) spent waiting on Placement: the
@@ -1008,6 +1058,9 @@ fn schedule_error(e: ScheduleError) -> RemoteError {
                     consumer_uuid,
                     error,
                 } => ("AllocationDeleteFailed", consumer_uuid, error),
+                ClaimError::Stopped { reason } => {
+                    return RemoteError::runtime_error(reason.clone());
+                }
             };
             let mut kwargs = Map::new();
             kwargs.insert("consumer_uuid".into(), json!(consumer_uuid));
@@ -1046,10 +1099,16 @@ impl SelectArgs {
             Some(Value::Array(items)) => Some(
                 items
                     .iter()
-                    .map(|v| {
-                        v.as_str().map(str::to_string).ok_or_else(|| {
-                            RemoteError::value_error("instance_uuids must be a list of strings")
-                        })
+                    .map(|v| match v.as_str() {
+                        // They name Placement consumers (in URLs): nothing but a UUID.
+                        Some(s) if uuid::Uuid::try_parse(s).is_ok() => Ok(s.to_string()),
+                        Some(s) => Err(RemoteError::value_error(format!(
+                            "instance_uuids: {:?} is not a UUID",
+                            s.chars().take(64).collect::<String>()
+                        ))),
+                        None => Err(RemoteError::value_error(
+                            "instance_uuids must be a list of strings",
+                        )),
                     })
                     .collect::<Result<Vec<_>, _>>()?,
             ),
@@ -1070,6 +1129,22 @@ impl SelectArgs {
             return_objects: flag("return_objects"),
             return_alternates: flag("return_alternates"),
         })
+    }
+
+    /// The instances asked for are within `[nova_scheduler_rs] max_instances_per_request`
+    /// (the uuids, or `num_instances` without them: nova's loop runs that often).
+    fn check_size(&self, max: u32) -> Result<(), RemoteError> {
+        let asked = match &self.instance_uuids {
+            Some(uuids) if !uuids.is_empty() => uuids.len() as i64,
+            _ => self.spec.num_instances,
+        };
+        if asked > i64::from(max) {
+            return Err(no_valid_host(format!(
+                "The request asks for {asked} instances; this scheduler places at most {max} \
+                 per request ([nova_scheduler_rs] max_instances_per_request)."
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -1102,7 +1177,13 @@ impl Endpoint for ManagerEndpoint {
         Box::pin(
             async move {
                 let started = Instant::now();
-                let result = manager.select_destinations(&call.context, &call.args).await;
+                let delivery = Delivery {
+                    deadline: call.deadline,
+                    redelivered: call.redelivered,
+                };
+                let result = manager
+                    .select_destinations_delivered(&call.context, &call.args, delivery)
+                    .await;
                 match &result {
                     Ok(_) => debug!(elapsed_ms = started.elapsed().as_millis() as u64, "select_destinations answered"),
                     Err(e) => info!(elapsed_ms = started.elapsed().as_millis() as u64, class = %e.class, message = %e.message, "select_destinations failed"),

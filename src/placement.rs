@@ -19,7 +19,7 @@ pub mod resource_request;
 
 pub use auth::{PasswordAuth, PlacementAuth};
 pub use candidates::AllocationCandidates;
-pub use client::{BatchClaim, CurrentAllocations, PlacementClient};
+pub use client::{BatchClaim, ConsumerClaim, CurrentAllocations, PlacementClient};
 pub use query::{allocation_candidates_query, encode_query, QueryOptions};
 pub use resource_request::{
     destination_target, resources_from_request_spec, RequestError, ResourceRequest, Target,
@@ -34,6 +34,11 @@ pub const CANDIDATES_VERSION: &str = "1.36";
 /// nova's `CONSUMER_GENERATION_VERSION`: reading a consumer's allocations.
 pub const CONSUMER_GENERATION_VERSION: &str = "1.28";
 
+/// The `[placement] timeout` used when nova.conf sets none. keystoneauth waits
+/// without end; a Placement that hangs would then hold a request (and its caller)
+/// as long as it hangs. `GET /allocation_candidates` takes about 2 s at 5,000 hosts.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// `[placement]` options (keystoneauth session, auth and adapter options).
 #[derive(Debug, Clone)]
 pub struct PlacementOptions {
@@ -41,7 +46,8 @@ pub struct PlacementOptions {
     /// root URL. Required unless `auth` is `Password`, which can use the catalog.
     pub endpoint: Option<String>,
     pub auth: PlacementAuth,
-    /// `timeout`: per HTTP request; none by default, as keystoneauth.
+    /// `timeout`: per HTTP request. keystoneauth has none by default; this daemon
+    /// maps an unset `[placement] timeout` to [`DEFAULT_TIMEOUT`].
     pub timeout: Option<Duration>,
     /// `cafile`: PEM bundle of extra trusted CAs.
     pub cafile: Option<PathBuf>,
@@ -85,6 +91,10 @@ pub enum PlacementError {
     /// responding", a `ConnectFailure`).
     #[error("Placement API service is not responding: {0}")]
     Unreachable(String),
+    /// A write (`PUT`, `POST`, `DELETE`) was sent but its answer never came
+    /// (timeout, connection reset): Placement may or may not have applied it.
+    #[error("Placement did not answer a write that was sent (it may have been applied): {0}")]
+    AnswerLost(String),
     /// Keystone refused the credentials, or Placement answered 401.
     #[error("Placement service credentials do not work: {0}")]
     Unauthorized(String),

@@ -12,6 +12,7 @@
 //! - [`dispatcher`]: the [`Endpoint`] trait and oslo's namespace/version dispatch rules,
 //!   plus nova's `baseapi` and oslo's ping endpoints.
 //! - [`failure`]: [`RemoteError`], serialized as oslo's failure dict.
+//! - [`journal`]: the on-disk record of requests in flight (the poison-message guard).
 //! - `transport` (private): broker failover, reconnect backoff, the confirmed reply publisher.
 //! - [`notifier`]: the AMQP publisher of the notification drivers.
 //! - [`server`]: [`RpcServer`], the consume loop with acks, replies, heartbeats and shutdown.
@@ -57,6 +58,7 @@ pub mod context;
 pub mod dispatcher;
 pub mod envelope;
 pub mod failure;
+pub mod journal;
 pub mod notifier;
 pub mod options;
 pub mod server;

@@ -49,6 +49,10 @@ pub enum ClaimError {
         consumer_uuid: String,
         error: String,
     },
+    /// The request stopped before placing every instance (its caller gave up, or the
+    /// daemon is stopping); its claims are released.
+    #[error("{reason}")]
+    Stopped { reason: String },
 }
 
 /// Claims resources for an instance on a host (Placement `PUT /allocations`), and
@@ -63,6 +67,11 @@ pub trait Claimer {
         allocation_request: &Value,
     ) -> Result<bool, ClaimError>;
     async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError>;
+    /// Called before each instance is placed: the caller may let other work run and
+    /// stop a request that should not go on (`Err` releases its claims and ends it).
+    async fn before_instance(&mut self) -> Result<(), ClaimError> {
+        Ok(())
+    }
 }
 
 /// Static scheduler settings (from `[scheduler]` and `[filter_scheduler]`).
@@ -338,6 +347,10 @@ impl Scheduler {
         // What changed since the previous instance's sort (None: first sort).
         let mut consumed: Option<Consumed> = None;
         for num in 0..iterations {
+            if let Err(e) = claimer.before_instance().await {
+                claimer.release(&claimed).await?;
+                return Err(e.into());
+            }
             last_index = num;
             let uuid = req
                 .instance_uuids

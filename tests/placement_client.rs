@@ -352,7 +352,15 @@ async fn claim_from_allocations_read_earlier() {
         .await
         .expect("read");
     assert!(client
-        .claim_resources_from(&fresh, &on(&dst), PROJECT, USER, None, Some(read))
+        .claim_resources_from(
+            &fresh,
+            &on(&dst),
+            PROJECT,
+            USER,
+            None,
+            Some(read),
+            &mut Default::default()
+        )
         .await
         .expect("claim"));
     assert_eq!(
@@ -371,7 +379,15 @@ async fn claim_from_allocations_read_earlier() {
         .await
         .expect("read");
     assert!(client
-        .claim_resources_from(&evacuee, &on(&dst), PROJECT, USER, None, Some(read))
+        .claim_resources_from(
+            &evacuee,
+            &on(&dst),
+            PROJECT,
+            USER,
+            None,
+            Some(read),
+            &mut Default::default()
+        )
         .await
         .expect("doubled"));
     assert_eq!(
@@ -391,7 +407,15 @@ async fn claim_from_allocations_read_earlier() {
         .expect("the other writer"));
     assert_update_failed(
         client
-            .claim_resources_from(&raced, &on(&dst), PROJECT, USER, None, Some(read))
+            .claim_resources_from(
+                &raced,
+                &on(&dst),
+                PROJECT,
+                USER,
+                None,
+                Some(read),
+                &mut Default::default(),
+            )
             .await,
         &raced,
     );
@@ -425,7 +449,15 @@ async fn claim_from_allocations_read_earlier() {
     assert_eq!(status, 204, "rewrite: {body}");
     assert_update_failed(
         client
-            .claim_resources_from(&moved, &on(&dst), PROJECT, USER, None, Some(read))
+            .claim_resources_from(
+                &moved,
+                &on(&dst),
+                PROJECT,
+                USER,
+                None,
+                Some(read),
+                &mut Default::default(),
+            )
             .await,
         &moved,
     );
@@ -436,7 +468,15 @@ async fn claim_from_allocations_read_earlier() {
 
     // Without a read, the same claim reads for itself and doubles what is there now.
     assert!(client
-        .claim_resources_from(&moved, &on(&dst), PROJECT, USER, None, None)
+        .claim_resources_from(
+            &moved,
+            &on(&dst),
+            PROJECT,
+            USER,
+            None,
+            None,
+            &mut Default::default()
+        )
         .await
         .expect("claim after reading again"));
     assert_eq!(

@@ -364,7 +364,12 @@ impl TestClient {
             .as_ref()
             .is_some_and(|h| h.contains_key("compression"));
         let body = if compressed {
-            decompress("application/x-gzip", &delivery.data).unwrap()
+            decompress(
+                "application/x-gzip",
+                &delivery.data,
+                nova_scheduler::rpc::envelope::DEFAULT_MAX_MESSAGE_BYTES,
+            )
+            .unwrap()
         } else {
             delivery.data.clone()
         };

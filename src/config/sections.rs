@@ -58,6 +58,9 @@ pub struct DefaultSection {
     pub default_thread_pool_size: u32,
     /// Seconds to wait for in-flight work on graceful shutdown.
     pub manager_shutdown_timeout: u64,
+    /// oslo.service: seconds a SIGTERM waits for in-flight requests before the
+    /// process exits anyway (0: wait without end).
+    pub graceful_shutdown_timeout: u64,
     /// Debug logging (oslo.log).
     pub debug: bool,
 }
@@ -145,6 +148,7 @@ impl DefaultSection {
             cell_worker_thread_pool_size: r.int("cell_worker_thread_pool_size", 5, Some(1), None),
             default_thread_pool_size: r.int("default_thread_pool_size", 10, Some(1), None),
             manager_shutdown_timeout: r.int("manager_shutdown_timeout", 160, Some(0), None),
+            graceful_shutdown_timeout: r.int("graceful_shutdown_timeout", 60, Some(0), None),
             debug: r.bool("debug", false),
         }
     }

@@ -138,7 +138,7 @@ mod tests {
         assert!(run(&mut h, &RequestSpec::default()));
         let empty = RequestSpec {
             pci_requests: Some(json!({"nova_object.name": "InstancePCIRequests",
-                "nova_object.data": {"requests": []}})),
+                "nova_object.version": "1.1", "nova_object.data": {"requests": []}})),
             ..Default::default()
         };
         assert!(run(&mut h, &empty));

@@ -44,13 +44,16 @@ struct Pending {
 pub struct BatchClaims<'a> {
     index: &'a LiveIndex,
     pending: Vec<Pending>,
+    /// When the caller stops waiting: the decision stops there.
+    deadline: Option<std::time::Instant>,
 }
 
 impl<'a> BatchClaims<'a> {
-    pub fn new(index: &'a LiveIndex) -> Self {
+    pub fn new(index: &'a LiveIndex, deadline: Option<std::time::Instant>) -> Self {
         BatchClaims {
             index,
             pending: Vec::new(),
+            deadline,
         }
     }
 
@@ -149,6 +152,20 @@ impl Claimer for BatchClaims<'_> {
     /// Nothing is in Placement yet: releasing only takes the claims out of the index.
     async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
         self.revert_where(|p| instance_uuids.contains(&p.instance_uuid));
+        Ok(())
+    }
+
+    /// Lets other requests run between instances; stops once the caller has gone.
+    async fn before_instance(&mut self) -> Result<(), ClaimError> {
+        tokio::task::yield_now().await;
+        if self
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            return Err(ClaimError::Stopped {
+                reason: "the caller's timeout passed before every instance was placed".into(),
+            });
+        }
         Ok(())
     }
 }

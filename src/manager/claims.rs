@@ -1,16 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The core's [`Claimer`] over Placement, with nova's rules: a consumer-generation
 //! conflict fails the request; any other failure to claim moves on to the next host.
+//!
+//! Beyond nova: every claim of a request keeps only what the instance held before
+//! the request (see [`ConsumerClaim`]), so a claim whose answer was lost, or one an
+//! earlier delivery of the request made, is replaced and never doubled; a failed
+//! request puts each instance it may have written back as it was. The request
+//! stops before its next claim once its caller has stopped waiting.
 
 use super::read_ahead::AllocationReadAhead;
 use super::ClaimTime;
 use crate::model::HostState;
 use crate::placement::index::LiveIndex;
-use crate::placement::{PlacementClient, PlacementError};
+use crate::placement::{ConsumerClaim, PlacementClient, PlacementError};
 use crate::scheduler::{ClaimError, Claimer};
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::time::Instant;
-use tracing::warn;
+use tracing::{debug, warn};
 
 pub struct PlacementClaims<'a> {
     placement: &'a PlacementClient,
@@ -24,6 +31,12 @@ pub struct PlacementClaims<'a> {
     read_ahead: Option<AllocationReadAhead>,
     /// Where the time spent waiting on Placement is added up.
     waited: &'a ClaimTime,
+    /// What the request knows of each instance it claimed for.
+    consumers: FxHashMap<String, ConsumerClaim>,
+    /// When the caller stops waiting: no claim is made after it.
+    deadline: Option<Instant>,
+    /// Claims refused because Placement failed (logged once, then counted).
+    failed_claims: u32,
 }
 
 impl<'a> PlacementClaims<'a> {
@@ -43,6 +56,9 @@ impl<'a> PlacementClaims<'a> {
             global_request_id,
             read_ahead: None,
             waited,
+            consumers: FxHashMap::default(),
+            deadline: None,
+            failed_claims: 0,
         }
     }
 
@@ -50,6 +66,37 @@ impl<'a> PlacementClaims<'a> {
     pub fn with_read_ahead(mut self, read_ahead: Option<AllocationReadAhead>) -> Self {
         self.read_ahead = read_ahead;
         self
+    }
+
+    /// No claim is made after `deadline` (the caller's).
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The providers earlier deliveries of this request claimed, per instance
+    /// (see [`super::redelivery::earlier_claims`]).
+    pub fn with_earlier_claims(mut self, earlier: FxHashMap<String, Vec<String>>) -> Self {
+        for (uuid, providers) in earlier {
+            self.consumers
+                .insert(uuid, ConsumerClaim::with_earlier_claims(providers));
+        }
+        self
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+impl Drop for PlacementClaims<'_> {
+    fn drop(&mut self) {
+        if self.failed_claims > 1 {
+            warn!(
+                failed_claims = self.failed_claims,
+                "claims failed in Placement for this request (the first one is logged)"
+            );
+        }
     }
 }
 
@@ -60,11 +107,15 @@ impl Claimer for PlacementClaims<'_> {
         host: &HostState,
         allocation_request: &Value,
     ) -> Result<bool, ClaimError> {
+        if self.past_deadline() {
+            return Err(caller_gone());
+        }
         let asked = Instant::now();
         let current = match self.read_ahead.as_mut() {
             Some(read_ahead) => read_ahead.take(instance_uuid).await,
             None => None,
         };
+        let record = self.consumers.entry(instance_uuid.to_string()).or_default();
         let claimed = self
             .placement
             .claim_resources_from(
@@ -74,6 +125,7 @@ impl Claimer for PlacementClaims<'_> {
                 &self.user_id,
                 self.global_request_id.as_deref(),
                 current,
+                record,
             )
             .await;
         self.waited.add(asked);
@@ -101,19 +153,42 @@ impl Claimer for PlacementClaims<'_> {
                 error,
             }),
             Err(e) => {
-                warn!(host = %host.host, instance = instance_uuid, error = %e, "claim failed; trying the next host");
+                self.failed_claims += 1;
+                if self.failed_claims == 1 {
+                    warn!(host = %host.host, instance = instance_uuid, error = %e, "claim failed; trying the next host");
+                } else {
+                    debug!(host = %host.host, instance = instance_uuid, error = %e, "claim failed; trying the next host");
+                }
                 Ok(false)
             }
         }
     }
 
-    /// Deletes every claim of the request; keeps going past a failure so no claim is
-    /// left behind, then reports the first failure as nova's `AllocationDeleteFailed`.
+    /// Takes back every claim of the request, and whatever it may have written
+    /// without knowing (a lost answer, an earlier delivery): an instance that held
+    /// nothing before the request has its allocations deleted (nova's cleanup); one
+    /// that held some (an evacuation) gets them back. Keeps going past a failure so
+    /// no claim is left behind, then reports the first as `AllocationDeleteFailed`.
     async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
         let asked = Instant::now();
         let mut first_error = None;
-        for uuid in instance_uuids {
-            if let Err(e) = self.placement.delete_allocation_for_instance(uuid).await {
+        let mut uuids: Vec<&String> = instance_uuids.iter().collect();
+        for (uuid, record) in &self.consumers {
+            if record.needs_release() && !instance_uuids.contains(uuid) {
+                uuids.push(uuid);
+            }
+        }
+        for uuid in uuids {
+            let record = self.consumers.get(uuid.as_str());
+            let outcome = match record.and_then(ConsumerClaim::baseline) {
+                Some(baseline) if !baseline.is_empty() => {
+                    self.placement
+                        .restore_allocations(uuid, Some(baseline), &self.project_id, &self.user_id)
+                        .await
+                }
+                _ => self.placement.delete_allocation_for_instance(uuid).await,
+            };
+            if let Err(e) = outcome {
                 warn!(instance = %uuid, error = %e, "could not release the claim");
                 first_error.get_or_insert(ClaimError::AllocationDeleteFailed {
                     consumer_uuid: uuid.clone(),
@@ -123,5 +198,23 @@ impl Claimer for PlacementClaims<'_> {
         }
         self.waited.add(asked);
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Lets other requests run between instances (a decision never holds a runtime
+    /// thread for a whole request), and stops one whose caller has gone.
+    async fn before_instance(&mut self) -> Result<(), ClaimError> {
+        tokio::task::yield_now().await;
+        if self.past_deadline() {
+            return Err(caller_gone());
+        }
+        Ok(())
+    }
+}
+
+fn caller_gone() -> ClaimError {
+    ClaimError::Stopped {
+        reason: "the caller's timeout passed before every instance was placed; \
+                 the request's claims were released"
+            .into(),
     }
 }

@@ -16,8 +16,14 @@ impl DecodeError {
     }
 }
 
+/// The major version of every object this daemon reads, as nova 34 has them (all are
+/// 1.x; `Instance` is 2.x but arrives only in casts, read field by field).
+const MAJOR_VERSION: u64 = 1;
+
 /// The `nova_object.data` of an envelope named `expected`. Any version of the same
 /// major is accepted: fields added later are simply absent, unknown ones ignored.
+/// Another major is refused, as oslo.versionedobjects refuses it
+/// (`IncompatibleObjectVersion`): its fields may mean something else.
 pub fn object_data<'a>(
     value: &'a Value,
     expected: &str,
@@ -45,6 +51,25 @@ pub fn object_data<'a>(
                 "{expected}: unsupported object namespace {ns:?}"
             )));
         }
+    }
+    let version = obj
+        .get("nova_object.version")
+        .and_then(Value::as_str)
+        .ok_or_else(|| DecodeError::new(format!("{expected}: missing nova_object.version")))?;
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok())
+        .ok_or_else(|| {
+            DecodeError::new(format!(
+                "{expected}: nova_object.version {version:?} is not major.minor"
+            ))
+        })?;
+    if major != MAJOR_VERSION {
+        return Err(DecodeError::new(format!(
+            "Version {version} of {expected} is not supported, supported version is \
+             {MAJOR_VERSION}.x"
+        )));
     }
     obj.get("nova_object.data")
         .and_then(Value::as_object)
@@ -185,5 +210,39 @@ pub fn flexible_bool(v: &Value) -> Option<bool> {
             "true" | "t" | "yes" | "y" | "on" | "1"
         )),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn flavor(version: Value) -> Value {
+        json!({"nova_object.name": "Flavor", "nova_object.namespace": "nova",
+               "nova_object.version": version, "nova_object.data": {"vcpus": 1}})
+    }
+
+    #[test]
+    fn any_minor_of_major_one_is_read_and_another_major_is_refused() {
+        for v in ["1.2", "1.99"] {
+            assert!(object_data(&flavor(json!(v)), "Flavor").is_ok(), "{v}");
+        }
+        for v in [
+            json!("2.0"),
+            json!("0.9"),
+            json!("x.1"),
+            json!(1),
+            Value::Null,
+        ] {
+            let e = object_data(&flavor(v.clone()), "Flavor").unwrap_err();
+            assert!(e.0.contains("Flavor"), "{v}: {e}");
+        }
+        let mut no_version = flavor(json!("1.2"));
+        no_version
+            .as_object_mut()
+            .unwrap()
+            .remove("nova_object.version");
+        assert!(object_data(&no_version, "Flavor").is_err());
     }
 }

@@ -14,6 +14,9 @@ use std::time::Duration;
 /// nova's `@retries`: at most this many claim attempts.
 const CLAIM_ATTEMPTS: u32 = 4;
 
+/// Reads of a consumer after a write whose answer was lost.
+const VERIFY_ATTEMPTS: u32 = 3;
+
 /// Bytes of an answer's body reserved up front from its `Content-Length`; a
 /// larger announced length (a body that big is not Placement's) grows as read.
 const PREALLOCATED_BODY_MAX: u64 = 16 * 1024 * 1024;
@@ -63,10 +66,68 @@ impl std::fmt::Debug for CurrentAllocations {
     }
 }
 
+impl CurrentAllocations {
+    /// The answer as JSON, when Placement answered 200.
+    pub fn json(&self) -> Option<Value> {
+        (self.answer.status == 200)
+            .then(|| serde_json::from_str(&self.answer.body).ok())
+            .flatten()
+    }
+}
+
 /// What one claim attempt found.
 enum Claim {
     Done(bool),
     Retry(String),
+}
+
+/// What one request knows of a consumer across its claims.
+///
+/// nova's claim reads the consumer before each `PUT` and keeps what it holds (an
+/// evacuated instance holds its source allocation). When the answer to a `PUT` is
+/// lost, that read may find the request's own write, and nova then keeps that too:
+/// the instance ends holding a claim on every host tried. Here every `PUT` of a
+/// request is built on what the consumer held before the request wrote anything.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerClaim {
+    /// The consumer's allocations (provider → `{"resources": …}`) before this
+    /// request wrote any; set by the first read.
+    baseline: Option<Map<String, Value>>,
+    /// Providers an earlier delivery of this request may have claimed in the
+    /// consumer: never taken into the baseline.
+    earlier: Vec<String>,
+    /// A write whose outcome could not be learned: the consumer may hold it.
+    uncertain: bool,
+}
+
+impl ConsumerClaim {
+    /// A consumer whose allocations on `providers` were claimed by an earlier
+    /// delivery of the same request (a daemon died before answering it).
+    pub fn with_earlier_claims(providers: Vec<String>) -> Self {
+        ConsumerClaim {
+            earlier: providers,
+            ..Self::default()
+        }
+    }
+
+    /// The consumer may hold allocations this request (or an earlier delivery of
+    /// it) wrote without knowing it: a failed request must take them back.
+    pub fn needs_release(&self) -> bool {
+        self.uncertain || !self.earlier.is_empty()
+    }
+
+    /// What the consumer held before the request, once read (`None`: never read).
+    pub fn baseline(&self) -> Option<&Map<String, Value>> {
+        self.baseline.as_ref()
+    }
+}
+
+/// What a read after a lost answer found.
+#[derive(Debug, PartialEq, Eq)]
+enum Verified {
+    Written,
+    NotWritten,
+    Unknown,
 }
 
 // === impl PlacementClient ===
@@ -162,6 +223,7 @@ impl PlacementClient {
             user_id,
             global_request_id,
             None,
+            &mut ConsumerClaim::default(),
         )
         .await
     }
@@ -174,7 +236,7 @@ impl PlacementClient {
         consumer_uuid: &str,
         global_request_id: Option<&str>,
     ) -> Result<CurrentAllocations, PlacementError> {
-        let path = format!("/allocations/{consumer_uuid}");
+        let path = allocations_path(consumer_uuid);
         let answer = self
             .request(
                 Method::GET,
@@ -196,6 +258,13 @@ impl PlacementClient {
     /// consumer generation that read saw (null for a new consumer), so a consumer
     /// whose allocations changed since is refused by Placement and fails the request
     /// with `AllocationUpdateFailed`, as a change between nova's `GET` and `PUT` does.
+    ///
+    /// `record` is what the request knows of the consumer from its earlier claims:
+    /// the `PUT` keeps what the consumer held before the request (see
+    /// [`ConsumerClaim`]). A `PUT` whose answer is lost (timeout, reset, 5xx) is
+    /// followed by a read of the consumer: holding what was sent, it is claimed;
+    /// unreadable, `record` says the consumer may hold it.
+    #[allow(clippy::too_many_arguments)]
     pub async fn claim_resources_from(
         &self,
         consumer_uuid: &str,
@@ -204,6 +273,7 @@ impl PlacementClient {
         user_id: &str,
         global_request_id: Option<&str>,
         mut current: Option<CurrentAllocations>,
+        record: &mut ConsumerClaim,
     ) -> Result<bool, PlacementError> {
         // Another consumer's read is no read of this one: read again.
         debug_assert!(current
@@ -222,6 +292,7 @@ impl PlacementClient {
                     user_id,
                     global_request_id,
                     current.take(),
+                    record,
                 )
                 .await;
             match outcome {
@@ -245,6 +316,7 @@ impl PlacementClient {
         Ok(false)
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn claim_once(
         &self,
         consumer_uuid: &str,
@@ -253,18 +325,15 @@ impl PlacementClient {
         user_id: &str,
         global_request_id: Option<&str>,
         current: Option<CurrentAllocations>,
+        record: &mut ConsumerClaim,
     ) -> Result<Claim, PlacementError> {
-        let path = format!("/allocations/{consumer_uuid}");
-        let mut payload = match alloc_request {
-            Value::Object(map) => map.clone(),
-            _ => {
-                return Err(bad(
-                    "claim_resources",
-                    "the allocation request is not a dict",
-                ))
-            }
+        let path = allocations_path(consumer_uuid);
+        let Value::Object(requested) = alloc_request else {
+            return Err(bad(
+                "claim_resources",
+                "the allocation request is not a dict",
+            ));
         };
-        let mut consumer_generation = Value::Null;
         let current = match current {
             Some(read_ahead) => read_ahead.answer,
             None => {
@@ -273,22 +342,45 @@ impl PlacementClient {
                     .answer
             }
         };
-        if current.status == 200 {
+        let (held, held_generation) = if current.status == 200 {
             let body: Value = parse(&current.body, "GET /allocations")?;
-            if let Some(existing) = body["allocations"].as_object().filter(|a| !a.is_empty()) {
-                // An evacuation: the instance still holds its source allocation.
-                consumer_generation = match payload.get("consumer_generation") {
-                    Some(own) => own.clone(),
-                    None => body["consumer_generation"].clone(),
-                };
-                payload = doubled_allocations(existing, &payload);
+            let held = body["allocations"].as_object().cloned().unwrap_or_default();
+            (held, body["consumer_generation"].clone())
+        } else {
+            (Map::new(), Value::Null)
+        };
+        let baseline = record.baseline.get_or_insert_with(|| {
+            held.iter()
+                .filter(|(rp, _)| !record.earlier.contains(rp))
+                .map(|(rp, a)| {
+                    (
+                        rp.clone(),
+                        serde_json::json!({ "resources": a["resources"] }),
+                    )
+                })
+                .collect()
+        });
+        let mut payload = if baseline.is_empty() {
+            requested.clone()
+        } else {
+            // An evacuation: the instance still holds its source allocation.
+            doubled_allocations(baseline, requested)
+        };
+        // nova sends the generation it read when the consumer holds allocations,
+        // null for a new consumer.
+        let consumer_generation = if held.is_empty() {
+            Value::Null
+        } else {
+            match requested.get("consumer_generation") {
+                Some(own) => own.clone(),
+                None => held_generation,
             }
-        }
+        };
         payload.insert("project_id".into(), Value::from(project_id));
         payload.insert("user_id".into(), Value::from(user_id));
         payload.insert("consumer_generation".into(), consumer_generation);
         let body = Value::Object(payload);
-        let answer = self
+        let answer = match self
             .request(
                 Method::PUT,
                 &path,
@@ -296,13 +388,112 @@ impl PlacementClient {
                 Some(&body),
                 global_request_id,
             )
-            .await?;
+            .await
+        {
+            Ok(answer) if answer.status < 500 => answer,
+            lost => {
+                let why = match lost {
+                    Ok(answer) => format!("{} {}", answer.status, truncate(&answer.body)),
+                    Err(e @ PlacementError::AnswerLost(_)) => e.to_string(),
+                    // Nothing was sent (connection refused, keystone down).
+                    Err(e) => return Err(e),
+                };
+                let verified = self
+                    .verify_written(consumer_uuid, &body["allocations"], global_request_id)
+                    .await;
+                tracing::warn!(consumer_uuid, %why, outcome = ?verified,
+                    "the answer to a claim was lost; read the consumer's allocations to learn its outcome");
+                record.uncertain = verified == Verified::Unknown;
+                return Ok(Claim::Done(verified == Verified::Written));
+            }
+        };
         if answer.status == 204 {
+            record.uncertain = false;
             return Ok(Claim::Done(true));
         }
         tracing::warn!(consumer_uuid, status = answer.status, body = %truncate(&answer.body),
             "Failed to save allocation");
         claim_failure(consumer_uuid, &answer)
+    }
+
+    /// After a write whose answer was lost: does the consumer hold `sent`? Read up
+    /// to three times, a little apart, before saying it cannot be known.
+    async fn verify_written(
+        &self,
+        consumer_uuid: &str,
+        sent: &Value,
+        global_request_id: Option<&str>,
+    ) -> Verified {
+        for attempt in 0..VERIFY_ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(self.retry_unit.mul_f64(0.5 * f64::from(attempt))).await;
+            }
+            let Ok(read) = self
+                .current_allocations(consumer_uuid, global_request_id)
+                .await
+            else {
+                continue;
+            };
+            if read.answer.status != 200 {
+                continue;
+            }
+            let Ok(body) = serde_json::from_str::<Value>(&read.answer.body) else {
+                continue;
+            };
+            return if same_allocations(&body["allocations"], sent) {
+                Verified::Written
+            } else {
+                Verified::NotWritten
+            };
+        }
+        Verified::Unknown
+    }
+
+    /// Puts a consumer back to what it held before a failed request: `baseline`
+    /// written over whatever it holds now, or its allocations deleted when it held
+    /// none (nova's cleanup). Nothing is written when it holds `baseline` already.
+    pub async fn restore_allocations(
+        &self,
+        consumer_uuid: &str,
+        baseline: Option<&Map<String, Value>>,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<(), PlacementError> {
+        let Some(baseline) = baseline.filter(|b| !b.is_empty()) else {
+            return self.delete_allocation_for_instance(consumer_uuid).await;
+        };
+        let read = self.current_allocations(consumer_uuid, None).await?;
+        let body: Value = parse(&read.answer.body, "GET /allocations")?;
+        let want = Value::Object(baseline.clone());
+        if same_allocations(&body["allocations"], &want) {
+            return Ok(());
+        }
+        let put = serde_json::json!({
+            "allocations": want,
+            "project_id": project_id,
+            "user_id": user_id,
+            "consumer_generation": body["consumer_generation"],
+        });
+        let answer = self
+            .request(
+                Method::PUT,
+                &allocations_path(consumer_uuid),
+                Some(CANDIDATES_VERSION),
+                Some(&put),
+                None,
+            )
+            .await?;
+        if answer.status == 204 {
+            tracing::info!(
+                consumer_uuid,
+                "Restored the allocations the instance held before the request"
+            );
+            return Ok(());
+        }
+        Err(PlacementError::AllocationDeleteFailed {
+            consumer_uuid: consumer_uuid.to_string(),
+            error: truncate(&answer.body),
+        })
     }
 
     /// `POST /allocations` (Placement's multi-consumer write, microversion 1.13+) for
@@ -341,15 +532,29 @@ impl PlacementClient {
             entry.insert("consumer_generation".into(), Value::Null);
             body.insert(consumer_uuid.clone(), Value::Object(entry));
         }
-        let answer = self
+        let body = Value::Object(body);
+        let answer = match self
             .request(
                 Method::POST,
                 "/allocations",
                 Some(CANDIDATES_VERSION),
-                Some(&Value::Object(body)),
+                Some(&body),
                 global_request_id,
             )
-            .await?;
+            .await
+        {
+            Ok(answer) if answer.status < 500 => answer,
+            Ok(answer) => {
+                let why = format!("{} {}", answer.status, truncate(&answer.body));
+                return self.settle_lost_batch(&body, why, global_request_id).await;
+            }
+            Err(e @ PlacementError::AnswerLost(_)) => {
+                return self
+                    .settle_lost_batch(&body, e.to_string(), global_request_id)
+                    .await;
+            }
+            Err(e) => return Err(e),
+        };
         match answer.status {
             204 => Ok(BatchClaim::Claimed),
             406 => Ok(BatchClaim::Unsupported),
@@ -365,6 +570,51 @@ impl PlacementClient {
         }
     }
 
+    /// A batched claim whose answer was lost: Placement applies a `POST
+    /// /allocations` whole or not at all, so reading the consumers tells which. When
+    /// they cannot all be read, every consumer's allocations are deleted (they are
+    /// new consumers: nothing else of theirs is lost) and the batch counts as refused.
+    async fn settle_lost_batch(
+        &self,
+        body: &Value,
+        why: String,
+        global_request_id: Option<&str>,
+    ) -> Result<BatchClaim, PlacementError> {
+        let consumers = body.as_object().cloned().unwrap_or_default();
+        let mut written = 0;
+        let mut unknown = 0;
+        for (consumer_uuid, entry) in &consumers {
+            match self
+                .verify_written(consumer_uuid, &entry["allocations"], global_request_id)
+                .await
+            {
+                Verified::Written => written += 1,
+                Verified::NotWritten => {}
+                Verified::Unknown => unknown += 1,
+            }
+        }
+        tracing::warn!(consumers = consumers.len(), written, unknown, %why,
+            "the answer to a batched claim was lost; read the consumers to learn its outcome");
+        if unknown == 0 && written == consumers.len() {
+            return Ok(BatchClaim::Claimed);
+        }
+        if unknown == 0 && written == 0 {
+            return Ok(BatchClaim::Refused(why));
+        }
+        let mut first_error = None;
+        for consumer_uuid in consumers.keys() {
+            if let Err(e) = self.delete_allocation_for_instance(consumer_uuid).await {
+                tracing::error!(consumer_uuid, error = %e,
+                    "could not delete the allocations of a batched claim whose outcome is unknown");
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(BatchClaim::Refused(why)),
+        }
+    }
+
     /// `DELETE /allocations/{uuid}` without a microversion header (nova's
     /// `force=True` cleanup). 2xx and 404 are fine; another status is
     /// `AllocationDeleteFailed`. A connection failure is `Unreachable`: nova logs it
@@ -373,7 +623,7 @@ impl PlacementClient {
         &self,
         consumer_uuid: &str,
     ) -> Result<(), PlacementError> {
-        let path = format!("/allocations/{consumer_uuid}");
+        let path = allocations_path(consumer_uuid);
         let answer = self
             .request(Method::DELETE, &path, None, None, None)
             .await?;
@@ -414,7 +664,7 @@ impl PlacementClient {
             .attempt(method, path, microversion, body, global_request_id)
             .await;
         match &result {
-            Err(e @ PlacementError::Unreachable(_)) => {
+            Err(e @ (PlacementError::Unreachable(_) | PlacementError::AnswerLost(_))) => {
                 if !self.outage.swap(true, Ordering::Relaxed) {
                     tracing::warn!(error = %e, "Placement API service is not responding; \
                         requests get NoValidHost until it answers (logged once per outage)");
@@ -481,7 +731,15 @@ impl PlacementClient {
         if let Some(body) = body {
             req = req.json(body);
         }
-        let unreachable = |e| PlacementError::Unreachable(transport_text(e));
+        // A write that may have reached Placement is not a write that failed.
+        let is_write = *method != Method::GET;
+        let unreachable = |e: reqwest::Error| {
+            if is_write && !e.is_connect() {
+                PlacementError::AnswerLost(transport_text(e))
+            } else {
+                PlacementError::Unreachable(transport_text(e))
+            }
+        };
         let mut resp = req.send().await.map_err(unreachable)?;
         let status = resp.status().as_u16();
         // Read into one buffer of the announced length: a candidates answer is
@@ -508,6 +766,35 @@ impl PlacementClient {
 /// waits for the timer's next tick (up to 1 ms on every claim's critical path).
 fn claim_retry_pause(attempt: u32, unit: Duration, draw: f64) -> Option<Duration> {
     (attempt > 0).then(|| unit.mul_f64(draw * f64::from(attempt * 2)))
+}
+
+/// `/allocations/{uuid}` with the uuid percent-encoded: a consumer id never
+/// changes the path it is written into.
+fn allocations_path(consumer_uuid: &str) -> String {
+    format!(
+        "/allocations/{}",
+        percent_encoding::utf8_percent_encode(consumer_uuid, PATH_SEGMENT)
+    )
+}
+
+/// Letters, digits, `-`, `_` and `~` stay as they are (a UUID is unchanged); a dot
+/// is encoded too, so that no id is a `..` segment.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Two `allocations` maps hold the same resources on the same providers
+/// (Placement's answers carry provider generations as well; they are not compared).
+fn same_allocations(got: &Value, want: &Value) -> bool {
+    let (Some(got), Some(want)) = (got.as_object(), want.as_object()) else {
+        return false;
+    };
+    got.len() == want.len()
+        && want.iter().all(|(rp, a)| {
+            got.get(rp)
+                .is_some_and(|g| g["resources"] == a["resources"])
+        })
 }
 
 /// nova's `_move_operation_alloc_request`: the existing allocations (resources only)
@@ -589,6 +876,38 @@ mod tests {
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn consumer_ids_cannot_leave_their_path_segment() {
+        let uuid = "8e6d9835-05b7-4d3f-b4a6-7ba36a46cb3b";
+        assert_eq!(allocations_path(uuid), format!("/allocations/{uuid}"));
+        assert_eq!(allocations_path(".."), "/allocations/%2E%2E");
+        assert_eq!(
+            allocations_path("../../resource_providers?x=1"),
+            "/allocations/%2E%2E%2F%2E%2E%2Fresource_providers%3Fx%3D1"
+        );
+    }
+
+    #[test]
+    fn allocations_compare_by_provider_and_resources_not_generation() {
+        let got = json!({"a": {"generation": 7, "resources": {"VCPU": 1}}});
+        assert!(same_allocations(
+            &got,
+            &json!({"a": {"resources": {"VCPU": 1}}})
+        ));
+        assert!(!same_allocations(
+            &got,
+            &json!({"a": {"resources": {"VCPU": 2}}})
+        ));
+        assert!(!same_allocations(
+            &got,
+            &json!({"a": {"resources": {"VCPU": 1}}, "b": {"resources": {"VCPU": 1}}})
+        ));
+        assert!(!same_allocations(
+            &json!({}),
+            &json!({"a": {"resources": {}}})
+        ));
     }
 
     #[test]

@@ -39,6 +39,12 @@ pub struct IncomingCall {
     pub context: RequestContext,
     /// A call (a reply is expected) rather than a cast.
     pub is_call: bool,
+    /// When the caller stops waiting for the answer (a call's AMQP `expiration` from
+    /// its arrival, else the configured call timeout); `None` for casts.
+    pub deadline: Option<std::time::Instant>,
+    /// The broker delivered it before to a consumer that did not acknowledge it: an
+    /// earlier attempt may have left effects (claims) behind.
+    pub redelivered: bool,
 }
 
 /// An RPC endpoint: what a Python `Target(namespace, version)` object with methods is.
@@ -273,6 +279,8 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_default(),
             context: RequestContext::default(),
             is_call: true,
+            deadline: None,
+            redelivered: false,
         }
     }
 

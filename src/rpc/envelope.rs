@@ -31,8 +31,9 @@ pub const CONTENT_ENCODING_UTF8: &str = "utf-8";
 pub const COMPRESSION_ZLIB: &str = "application/x-gzip";
 /// Header naming the compression codec.
 pub const COMPRESSION_HEADER: &str = "compression";
-/// Inflated bodies larger than this are refused (a zlib bomb guard).
-const MAX_INFLATED_BYTES: u64 = 256 * 1024 * 1024;
+/// The default bound on a message's size, before and after decompression
+/// (`[nova_scheduler_rs] max_message_bytes`).
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 2 * 1024 * 1024;
 
 /// A decoded request: the inner message with oslo's reserved keys popped.
 #[derive(Clone, Debug)]
@@ -132,27 +133,47 @@ impl DecodeError {
     }
 }
 
-/// Decode an AMQP delivery (properties + body) into a request.
-pub fn decode_delivery(properties: &BasicProperties, body: &[u8]) -> Result<Request, DecodeError> {
+/// Decode an AMQP delivery (properties + body) into a request; a body larger than
+/// `max_bytes` (before or after decompression) is refused before it is parsed.
+pub fn decode_delivery(
+    properties: &BasicProperties,
+    body: &[u8],
+    max_bytes: u64,
+) -> Result<Request, DecodeError> {
     let content_type = properties.content_type().as_ref().map(ShortString::as_str);
     let compression = properties
         .headers()
         .as_ref()
         .and_then(|h| header_str(h, COMPRESSION_HEADER));
-    decode_request(content_type, compression.as_deref(), body)
+    decode_request(content_type, compression.as_deref(), body, max_bytes)
 }
 
-/// Decode a request body given its content type and `compression` header.
+/// Decode a request body given its content type and `compression` header; a body
+/// larger than `max_bytes` (before or after decompression) is refused unparsed, its
+/// `_msg_id` and `_reply_q` found by a scan of the text so that the caller is answered.
 pub fn decode_request(
     content_type: Option<&str>,
     compression: Option<&str>,
     body: &[u8],
+    max_bytes: u64,
 ) -> Result<Request, DecodeError> {
+    let too_large = |what: &str, text: &[u8]| {
+        DecodeError::new(format!(
+            "message is larger than {max_bytes} bytes{what} ([nova_scheduler_rs] max_message_bytes)"
+        ))
+        .with_reply_info(scan_reply_info(&String::from_utf8_lossy(text)))
+    };
+    if body.len() as u64 > max_bytes {
+        return Err(too_large("", body));
+    }
     let inflated;
     let body = match compression {
         None | Some("") => body,
         Some(mime) => {
-            inflated = decompress(mime, body).map_err(DecodeError::new)?;
+            inflated = decompress(mime, body, max_bytes).map_err(|e| match e {
+                Inflate::TooLarge(prefix) => too_large(" once decompressed", &prefix),
+                Inflate::Failed(reason) => DecodeError::new(reason),
+            })?;
             &inflated[..]
         }
     };
@@ -360,19 +381,31 @@ fn header_str(headers: &FieldTable, key: &str) -> Option<String> {
     }
 }
 
-/// Inflate a body compressed with a kombu codec. Only zlib (`application/x-gzip`) is available.
-pub fn decompress(mime: &str, body: &[u8]) -> Result<Vec<u8>, String> {
+/// Why a body could not be inflated.
+#[derive(Debug)]
+pub enum Inflate {
+    /// Unsupported codec or a broken stream.
+    Failed(String),
+    /// More than the bound once inflated (a zlib bomb, or just too large); the
+    /// inflated text up to the bound, to find who to answer.
+    TooLarge(Vec<u8>),
+}
+
+/// Inflate a body compressed with a kombu codec, up to `max_bytes`. Only zlib
+/// (`application/x-gzip`) is available.
+pub fn decompress(mime: &str, body: &[u8], max_bytes: u64) -> Result<Vec<u8>, Inflate> {
     if mime != COMPRESSION_ZLIB && mime != "application/x-zlib" && mime != "zlib" && mime != "gzip"
     {
-        return Err(format!("unsupported compression {mime:?}"));
+        return Err(Inflate::Failed(format!("unsupported compression {mime:?}")));
     }
     let mut out = Vec::new();
     ZlibDecoder::new(body)
-        .take(MAX_INFLATED_BYTES + 1)
+        .take(max_bytes + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("cannot inflate {mime} body: {e}"))?;
-    if out.len() as u64 > MAX_INFLATED_BYTES {
-        return Err(format!("inflated body exceeds {MAX_INFLATED_BYTES} bytes"));
+        .map_err(|e| Inflate::Failed(format!("cannot inflate {mime} body: {e}")))?;
+    if out.len() as u64 > max_bytes {
+        out.truncate(usize::try_from(max_bytes).unwrap_or(usize::MAX));
+        return Err(Inflate::TooLarge(out));
     }
     Ok(out)
 }
@@ -454,7 +487,13 @@ mod tests {
             "_msg_id": "m1", "_reply_q": "reply_x", "_timeout": 60, "_unique_id": "u1",
             "_context_request_id": "req-1", "_context_auth_token": "tok",
         });
-        let r = decode_request(Some(CONTENT_TYPE_JSON), None, &envelope(&inner)).unwrap();
+        let r = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            &envelope(&inner),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap();
         assert_eq!(r.method, "select_destinations");
         assert_eq!(r.args, *json!({"a": 1}).as_object().unwrap());
         assert_eq!(r.version, "4.5");
@@ -470,7 +509,13 @@ mod tests {
     #[test]
     fn legacy_message_and_defaults() {
         let body = json!({"method": "ping", "namespace": "baseapi"}).to_string();
-        let r = decode_request(Some(CONTENT_TYPE_JSON), None, body.as_bytes()).unwrap();
+        let r = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            body.as_bytes(),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap();
         assert_eq!(r.version, "1.0");
         assert!(r.args.is_empty());
         assert_eq!(r.namespace.as_deref(), Some("baseapi"));
@@ -481,40 +526,85 @@ mod tests {
     fn compressed_body() {
         let inner = json!({"method": "m", "args": {}});
         let body = compress_zlib(&envelope(&inner));
-        let r = decode_request(Some(CONTENT_TYPE_JSON), Some(COMPRESSION_ZLIB), &body).unwrap();
+        let r = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            Some(COMPRESSION_ZLIB),
+            &body,
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap();
         assert_eq!(r.method, "m");
-        let err =
-            decode_request(Some(CONTENT_TYPE_JSON), Some("application/x-bz2"), &body).unwrap_err();
+        let err = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            Some("application/x-bz2"),
+            &body,
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert!(err.reason.contains("unsupported compression"));
     }
 
     #[test]
     fn errors_keep_reply_info_when_possible() {
         // Not JSON at all: nothing to reply to.
-        let e = decode_request(Some(CONTENT_TYPE_JSON), None, b"\xff not json").unwrap_err();
+        let e = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            b"\xff not json",
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert!(e.reply_target().is_none());
         // Envelope fine, inner JSON broken: the ids are scanned out of the text.
         let outer = json!({"oslo.version": "2.0",
             "oslo.message": "{\"_msg_id\": \"abc123\", \"_reply_q\": \"reply_q1\", \"method\": "});
-        let e = decode_request(Some(CONTENT_TYPE_JSON), None, outer.to_string().as_bytes())
-            .unwrap_err();
+        let e = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            outer.to_string().as_bytes(),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert_eq!(e.reply_target(), Some(("abc123", "reply_q1")));
         // Raw broken body with an escaped inner document.
         let raw = r#"{"oslo.version": "2.0", "oslo.message": "{\"_msg_id\": \"abc\", \"_reply_q\": \"reply_9\", "#;
-        let e = decode_request(Some(CONTENT_TYPE_JSON), None, raw.as_bytes()).unwrap_err();
+        let e = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            raw.as_bytes(),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert_eq!(e.reply_target(), Some(("abc", "reply_9")));
         // Wrong content type, otherwise fine.
         let inner = json!({"method": "m", "_msg_id": "m2", "_reply_q": "reply_2"});
-        let e = decode_request(Some("text/plain"), None, &envelope(&inner)).unwrap_err();
+        let e = decode_request(
+            Some("text/plain"),
+            None,
+            &envelope(&inner),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert_eq!(e.reply_target(), Some(("m2", "reply_2")));
         // Missing method.
         let inner = json!({"args": {}, "_msg_id": "m3", "_reply_q": "reply_3"});
-        let e = decode_request(Some(CONTENT_TYPE_JSON), None, &envelope(&inner)).unwrap_err();
+        let e = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            &envelope(&inner),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert_eq!(e.reply_target(), Some(("m3", "reply_3")));
         // Bad envelope version.
         let outer = json!({"oslo.version": "3.0", "oslo.message": "{}"});
-        let e = decode_request(Some(CONTENT_TYPE_JSON), None, outer.to_string().as_bytes())
-            .unwrap_err();
+        let e = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            None,
+            outer.to_string().as_bytes(),
+            DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .unwrap_err();
         assert!(e.reason.contains("envelope version, 3.0"));
     }
 
@@ -572,11 +662,44 @@ mod tests {
         assert!(props.expiration().is_none());
 
         let (zbody, zprops) = encode_reply(&inner, true);
-        assert_eq!(decompress(COMPRESSION_ZLIB, &zbody).unwrap(), body);
+        assert_eq!(
+            decompress(COMPRESSION_ZLIB, &zbody, DEFAULT_MAX_MESSAGE_BYTES).unwrap(),
+            body
+        );
         let h = zprops.headers().as_ref().unwrap();
         assert_eq!(
             header_str(h, COMPRESSION_HEADER).as_deref(),
             Some(COMPRESSION_ZLIB)
         );
+    }
+
+    #[test]
+    fn a_message_over_the_bound_is_refused_unparsed_and_still_answered() {
+        let mut inner = json!({"method": "select_destinations", "args": {"pad": "x".repeat(4096)},
+            "_msg_id": "m1", "_reply_q": "reply_q1"});
+        let body = envelope(&inner);
+        let e = decode_request(Some(CONTENT_TYPE_JSON), None, &body, 1024).unwrap_err();
+        assert!(e.reason.contains("larger than 1024 bytes"), "{}", e.reason);
+        assert_eq!(e.reply_target(), Some(("m1", "reply_q1")));
+        // A small compressed body that inflates past the bound (a zlib bomb).
+        inner["args"]["pad"] = json!("y".repeat(1 << 20));
+        let bomb = compress_zlib(&envelope(&inner));
+        assert!(bomb.len() < 8192);
+        let e = decode_request(
+            Some(CONTENT_TYPE_JSON),
+            Some(COMPRESSION_ZLIB),
+            &bomb,
+            64 * 1024,
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("once decompressed"), "{}", e.reason);
+        // Under the bound, the same message decodes.
+        assert!(decode_request(
+            Some(CONTENT_TYPE_JSON),
+            Some(COMPRESSION_ZLIB),
+            &bomb,
+            2 << 20
+        )
+        .is_ok());
     }
 }

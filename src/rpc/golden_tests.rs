@@ -126,7 +126,8 @@ fn every_captured_request_decodes() {
         let sample: Value = serde_json::from_str(text).unwrap();
         let props = properties_of(&sample["properties"]);
         let body = sample["body_raw"].as_str().unwrap().as_bytes();
-        let req = decode_delivery(&props, body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let req = decode_delivery(&props, body, envelope::DEFAULT_MAX_MESSAGE_BYTES)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let inner = sample["oslo_message"].as_object().unwrap();
 
         assert_eq!(req.method, inner["method"], "{name}");

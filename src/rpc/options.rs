@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::RpcError;
 
@@ -114,6 +115,20 @@ pub struct RpcServerOptions {
     pub quorum_max_memory_bytes: u32,
     /// `enable_cancel_on_failover`: consumer argument `x-cancel-on-ha-failover: true`.
     pub enable_cancel_on_failover: bool,
+    /// `[nova_scheduler_rs] max_message_bytes`: a larger message (before or after
+    /// decompression) is answered with a failure, unparsed.
+    pub max_message_bytes: u64,
+    /// The caller's timeout when a call carries no AMQP `expiration` (nova's
+    /// `[DEFAULT] long_rpc_timeout`, what nova-conductor waits on `select_destinations`).
+    pub call_timeout: Duration,
+    /// `[DEFAULT] graceful_shutdown_timeout`: how long a shutdown waits for the
+    /// requests in flight; `None` waits without end.
+    pub shutdown_grace: Option<Duration>,
+    /// `[nova_scheduler_rs] state_dir`: where the requests in flight are recorded
+    /// (`None`: not recorded, no poison-message guard).
+    pub state_dir: Option<PathBuf>,
+    /// `[nova_scheduler_rs] max_message_crashes`.
+    pub max_message_crashes: u32,
 }
 
 impl Default for RpcServerOptions {
@@ -151,6 +166,11 @@ impl Default for RpcServerOptions {
             quorum_max_memory_length: 0,
             quorum_max_memory_bytes: 0,
             enable_cancel_on_failover: false,
+            max_message_bytes: super::envelope::DEFAULT_MAX_MESSAGE_BYTES,
+            call_timeout: Duration::from_secs(1800),
+            shutdown_grace: Some(Duration::from_secs(60)),
+            state_dir: None,
+            max_message_crashes: 1,
         }
     }
 }

@@ -25,6 +25,7 @@ use tracing::{debug, error, info, info_span, warn, Instrument};
 use super::dispatcher::{Dispatcher, Endpoint, IncomingCall};
 use super::envelope::{self, Request};
 use super::failure::{RemoteError, DISPATCHER_MODULE, NOVA_EXCEPTION_MODULE};
+use super::journal::{Admission, InflightJournal};
 use super::options::RpcServerOptions;
 use super::topology::{self, Topology};
 use super::transport::{Backoff, Connector, Published, ReplyPublisher};
@@ -32,8 +33,6 @@ use super::RpcError;
 
 /// What nova's `BaseRPCAPI.ping` reports as the service.
 pub const SERVICE_NAME: &str = "scheduler";
-/// How long shutdown waits for in-flight deliveries.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// oslo's `_MsgIdCache.DUP_MSG_CHECK_SIZE`.
 const DEDUPE_WINDOW: usize = 16;
 /// oslo's `ObsoleteReplyQueuesCache`: 200 queues for 60 s.
@@ -67,6 +66,7 @@ struct Shared {
     permits: Arc<Semaphore>,
     seen: Mutex<VecDeque<String>>,
     gone: Mutex<GoneQueues>,
+    journal: InflightJournal,
 }
 
 /// The listener's connection and its single channel.
@@ -92,6 +92,11 @@ impl RpcServer {
     ) -> Result<Self, RpcError> {
         opts.validate()?;
         let compress = opts.compress_replies()?;
+        let journal = match &opts.state_dir {
+            // Older entries belong to messages the broker has expired.
+            Some(dir) => InflightJournal::open(dir, opts.max_message_crashes, opts.call_timeout),
+            None => InflightJournal::disabled(),
+        };
         let opts = Arc::new(opts);
         let shared = Shared {
             topology: Topology::new(&opts),
@@ -101,6 +106,7 @@ impl RpcServer {
             permits: Arc::new(Semaphore::new(opts.max_concurrent_calls)),
             seen: Mutex::new(VecDeque::with_capacity(DEDUPE_WINDOW)),
             gone: Mutex::new(GoneQueues::default()),
+            journal,
             opts,
         };
         Ok(Self {
@@ -120,7 +126,7 @@ impl RpcServer {
     }
 
     /// Serve until `shutdown` completes, reconnecting as needed; then stop consuming, wait
-    /// up to [`SHUTDOWN_GRACE`] for in-flight deliveries, delete the private fanout queue
+    /// up to `shutdown_grace` for in-flight deliveries, delete the private fanout queue
     /// and close. Broker unavailability is retried forever; only option errors are fatal.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RpcError> {
         let shared = self.shared.clone();
@@ -252,8 +258,18 @@ impl Shared {
             routing_key,
             ..
         } = delivery;
-        match envelope::decode_delivery(&properties, &data) {
+        let arrived = Instant::now();
+        match envelope::decode_delivery(&properties, &data, self.opts.max_message_bytes) {
             Ok(request) => {
+                // oslo sets a call's AMQP expiration to the caller's timeout.
+                let timeout = properties
+                    .expiration()
+                    .as_ref()
+                    .and_then(|ms| ms.as_str().trim().parse::<u64>().ok())
+                    .map(Duration::from_millis)
+                    .unwrap_or(self.opts.call_timeout);
+                let deadline = request.is_call().then(|| arrived + timeout);
+                drop(data);
                 let span = info_span!(
                     "rpc",
                     request_id = request.context.request_id().unwrap_or("-"),
@@ -261,16 +277,17 @@ impl Shared {
                     method = %request.method,
                     msg_id = request.msg_id.as_deref().unwrap_or("-"),
                 );
-                self.handle_request(request, acker, redelivered)
+                self.handle_request(request, acker, redelivered, deadline)
                     .instrument(span)
                     .await;
             }
             Err(e) => {
                 warn!(
-                    reason = %e.reason, routing_key = %routing_key,
+                    reason = %e.reason, routing_key = %routing_key, bytes = data.len(),
                     msg_id = e.msg_id.as_deref().unwrap_or("-"),
                     "dropping undecodable RPC message"
                 );
+                drop(data);
                 if let Some((msg_id, reply_q)) = e.reply_target() {
                     let failure =
                         RemoteError::value_error(format!("Malformed RPC message: {}", e.reason));
@@ -282,7 +299,13 @@ impl Shared {
         }
     }
 
-    async fn handle_request(&self, request: Request, acker: Acker, redelivered: bool) {
+    async fn handle_request(
+        &self,
+        request: Request,
+        acker: Acker,
+        redelivered: bool,
+        deadline: Option<Instant>,
+    ) {
         if let Some(unique_id) = &request.unique_id {
             if !self.remember(unique_id) {
                 info!(unique_id = %unique_id, "ignoring duplicate message");
@@ -301,6 +324,27 @@ impl Shared {
         if redelivered {
             info!("request was redelivered by the broker (an earlier consumer did not acknowledge it)");
         }
+        let journal_id = request.unique_id.as_deref().or(request.msg_id.as_deref());
+        let entry = match self.journal.admit(journal_id) {
+            Admission::Handle(entry) => entry,
+            Admission::Poison { crashes } => {
+                warn!(
+                    crashes, method = %request.method, redelivered,
+                    "a request that was in flight when the daemon stopped is answered with a \
+                     failure instead of being handled again ([nova_scheduler_rs] max_message_crashes)"
+                );
+                if is_call {
+                    let failure = RemoteError::runtime_error(format!(
+                        "nova-scheduler-rs stopped {crashes} time(s) while handling this request; \
+                         it is not handled again"
+                    ));
+                    self.send_reply(&reply_q, &msg_id, Err(failure), &request.method)
+                        .await;
+                }
+                ack(&acker).await;
+                return;
+            }
+        };
         let heartbeat = if is_call {
             request.heartbeat_interval()
         } else {
@@ -321,6 +365,8 @@ impl Shared {
             args: request.args,
             context: request.context,
             is_call,
+            deadline,
+            redelivered,
         };
         let outcome =
             match self
@@ -339,6 +385,7 @@ impl Shared {
             self.send_reply(&reply_q, &msg_id, outcome, &method).await;
         }
         ack(&acker).await;
+        self.journal.finish(entry);
     }
 
     /// Wait for the handler task, sending call-monitor heartbeats every `heartbeat`.
@@ -414,6 +461,7 @@ impl Shared {
 
     /// The final reply: retried every 0.25 s while the reply queue is missing, up to
     /// `missing_consumer_retry_timeout`; then the queue is remembered as gone for 60 s.
+    /// Each kind of trouble is logged once per reply (never its body), then its end.
     async fn send_reply(
         &self,
         reply_q: &str,
@@ -429,50 +477,79 @@ impl Shared {
             Ok(v) => (v, None),
             Err(e) => (Value::Null, Some(e.to_failure_string(method))),
         };
+        let inner = envelope::reply_message(msg_id, result, failure, true);
+        let (body, props) = envelope::encode_reply(&inner, self.compress);
+        drop(inner);
         let started = Instant::now();
         let budget = Duration::from_secs(self.opts.missing_consumer_retry_timeout);
         let mut backoff = Backoff::new(&self.opts);
+        let mut reported = Reported::default();
+        let mut attempts = 0u32;
         loop {
-            let inner = envelope::reply_message(msg_id, result.clone(), failure.clone(), true);
-            let (body, props) = envelope::encode_reply(&inner, self.compress);
-            let published = self.publisher.publish(reply_q, &body, props).await;
+            attempts += 1;
+            let published = self.publisher.publish(reply_q, &body, props.clone()).await;
             let elapsed = started.elapsed();
             let wait = match published {
                 Ok(Published::Confirmed) => {
-                    debug!(reply_q, elapsed = ?elapsed, "sent reply");
+                    if reported.any() {
+                        info!(reply_q, msg_id, attempts, elapsed = ?elapsed, "reply sent after retries");
+                    } else {
+                        debug!(reply_q, elapsed = ?elapsed, "sent reply");
+                    }
                     return;
                 }
                 Ok(Published::Returned) => {
                     if elapsed >= budget {
                         self.mark_gone(reply_q);
                         error!(
-                            reply_q, msg_id,
+                            reply_q, msg_id, bytes = body.len(), attempts,
                             "The reply failed to send after {} seconds due to a missing queue. Abandoning...",
                             budget.as_secs()
                         );
                         return;
                     }
-                    debug!(reply_q, "reply queue is missing; retrying");
+                    if !std::mem::replace(&mut reported.missing, true) {
+                        warn!(
+                            reply_q, msg_id, bytes = body.len(),
+                            retry_for = ?budget,
+                            "reply queue is missing (the caller may have restarted); retrying"
+                        );
+                    }
                     MISSING_QUEUE_RETRY
                 }
                 Ok(Published::Nacked) => {
                     if elapsed >= budget {
                         error!(
                             reply_q,
-                            msg_id, "the broker refused the reply (nack); abandoning"
+                            msg_id,
+                            bytes = body.len(),
+                            attempts,
+                            "the broker refused the reply (nack); abandoning"
                         );
                         return;
                     }
-                    warn!(reply_q, "the broker refused the reply (nack); retrying");
+                    if !std::mem::replace(&mut reported.nacked, true) {
+                        warn!(
+                            reply_q,
+                            msg_id,
+                            bytes = body.len(),
+                            "the broker refused the reply (nack); retrying"
+                        );
+                    }
                     MISSING_QUEUE_RETRY
                 }
                 Err(e) => {
                     if elapsed >= budget {
-                        error!(reply_q, msg_id, error = %e, "could not publish the reply; abandoning");
+                        error!(reply_q, msg_id, bytes = body.len(), attempts, error = %e,
+                            "could not publish the reply; abandoning");
                         return;
                     }
                     let delay = backoff.next_delay().min(budget.saturating_sub(elapsed));
-                    warn!(error = %e, retry_in = ?delay, "could not publish the reply; retrying");
+                    if !std::mem::replace(&mut reported.failed, true) {
+                        warn!(reply_q, msg_id, error = %e, retry_in = ?delay, "could not publish the reply; retrying");
+                    } else {
+                        debug!(error = %e, retry_in = ?delay, "could not publish the reply; retrying");
+                    }
                     delay.max(MISSING_QUEUE_RETRY)
                 }
             };
@@ -522,13 +599,23 @@ impl Shared {
             }
         }
         let all = self.opts.max_concurrent_calls as u32;
-        match tokio::time::timeout(SHUTDOWN_GRACE, self.permits.acquire_many(all)).await {
-            Ok(_) => debug!("no RPC request in flight"),
-            Err(_) => warn!(
+        let drained = match self.opts.shutdown_grace {
+            Some(grace) => tokio::time::timeout(grace, self.permits.acquire_many(all))
+                .await
+                .is_ok(),
+            None => {
+                let _ = self.permits.acquire_many(all).await;
+                true
+            }
+        };
+        if drained {
+            debug!("no RPC request in flight");
+        } else {
+            warn!(
                 in_flight = all as usize - self.permits.available_permits(),
-                "shutdown grace period over; abandoning in-flight requests (unacknowledged, \
+                "graceful_shutdown_timeout is over; abandoning in-flight requests (unacknowledged, \
                  the broker will hand them out again)"
-            ),
+            );
         }
         self.delete_fanout_queue(session.as_ref(), listener).await;
         if let Some(s) = session {
@@ -620,6 +707,20 @@ fn is_truthy(v: Option<&Value>) -> bool {
         Some(Value::Number(n)) => n.as_f64() != Some(0.0),
         Some(Value::String(s)) => !s.is_empty(),
         Some(_) => true,
+    }
+}
+
+/// Which troubles of one reply were logged already (each is logged once).
+#[derive(Default)]
+struct Reported {
+    missing: bool,
+    nacked: bool,
+    failed: bool,
+}
+
+impl Reported {
+    fn any(&self) -> bool {
+        self.missing || self.nacked || self.failed
     }
 }
 

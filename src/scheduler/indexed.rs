@@ -430,6 +430,12 @@ impl<'a> Decision<'a> {
         let mut claimed: Vec<String> = Vec::new();
         let mut last_index = 0;
         for num in 0..iterations {
+            if let Err(e) = claimer.before_instance().await {
+                if let Err(e) = claimer.release(&claimed).await {
+                    return Indexed::Done(Err(e.into()));
+                }
+                return Indexed::Done(Err(e.into()));
+            }
             last_index = num;
             let uuid = req
                 .instance_uuids

@@ -187,6 +187,7 @@ impl Cloud {
             load_instance_system_metadata: false,
             indexed_decision: true,
             read_allocations_ahead: true,
+            max_instances_per_request: 1000,
         };
         options(&mut manager_options);
         SchedulerManager::new(
