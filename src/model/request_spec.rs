@@ -511,7 +511,7 @@ mod tests {
 
     fn sample_spec(name: &str) -> Value {
         let path = format!(
-            "{}/../shared/wire-samples/{name}.request.json",
+            "{}/src/rpc/testdata/{name}.request.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let capture: Value =

@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn same_shape_as_captured_reply() {
         let path = format!(
-            "{}/../shared/wire-samples/single_instance.reply.json",
+            "{}/src/rpc/testdata/single_instance.reply.json",
             env!("CARGO_MANIFEST_DIR")
         );
         let capture: Value =

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Golden tests against messages captured from a real nova 34.0.0 deployment
-//! (`testdata/*.json`, copied from `/work/shared/wire-samples`: RabbitMQ firehose, each
+//! (`testdata/*.json`, captured from RabbitMQ's firehose: each
 //! with its AMQP properties, raw body and decoded inner message).
 
 use std::collections::BTreeSet;

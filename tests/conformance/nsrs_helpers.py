@@ -245,7 +245,7 @@ IMAGE = {
 def make_spec(ctxt, flavor, instance_uuids, scheduler_hints=None, image=None):
     """A RequestSpec as nova-api builds it (RequestSpec.from_components) and
     nova-conductor sends it to select_destinations (compare
-    shared/wire-samples/single_instance.request.json)."""
+    src/rpc/testdata/single_instance.request.json)."""
     from nova import objects
     spec = objects.RequestSpec.from_components(
         ctxt, instance_uuids[0], dict(image or IMAGE), flavor,
