@@ -319,3 +319,49 @@ async fn existing_consumer_is_claimed_per_instance() {
     );
     cloud.admin.delete_allocations(&instance).await;
 }
+
+/// The answer to the batched `POST /allocations` is lost after Placement wrote it
+/// (and, in a second request, replaced by a proxy's 502): the consumers are read
+/// back, found holding their claims, and the request is answered with them; no
+/// second POST. A third request whose POST never reached Placement (refused by the
+/// proxy with 503) finds nothing written and decides again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_claim_whose_answer_is_lost_is_settled_by_reading_its_consumers() {
+    let cloud = Cloud::new("batch_lost").await;
+    host(&cloud, "batch-lost-a", 8192).await;
+    host(&cloud, "batch-lost-b", 4096).await;
+    host(&cloud, "batch-lost-c", 2048).await;
+    let index = index().await;
+    let posts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = posts.clone();
+    let plan: FaultPlan = Arc::new(move |r, _| {
+        if r.method != "POST" || r.path != "/allocations" {
+            return Fault::Pass;
+        }
+        match counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => Fault::DropAnswer,
+            1 => Fault::ReplaceAnswer(502),
+            2 => Fault::Refuse(503),
+            _ => Fault::Pass,
+        }
+    });
+    let gate = Gate::start_faulty("batch_lost", plan).await;
+    let manager = scheduler(&cloud, &gate, &index).await;
+
+    for expected in [vec![0], vec![502], vec![503, 204]] {
+        let before = statuses(&gate, "POST", "/allocations").len();
+        let uuids: Vec<String> = (0..2).map(|_| uuid()).collect();
+        let placed = select(&manager, cloud.spec(FLAVOR, json!({}), &uuids), &uuids)
+            .await
+            .expect("placed");
+        assert_eq!(
+            statuses(&gate, "POST", "/allocations")[before..].to_vec(),
+            expected
+        );
+        assert_holds_selection(&cloud, &uuids, &placed).await;
+        for u in &uuids {
+            assert_eq!(cloud.admin.providers_held(u).await.len(), 1, "{u}");
+            cloud.admin.delete_allocations(u).await;
+        }
+    }
+}

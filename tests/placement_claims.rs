@@ -1219,3 +1219,385 @@ async fn rebuild_and_calls_without_uuids_do_not_claim() {
         json!({})
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// (f) Faults between the scheduler and Placement: lost answers, server errors, a
+// Placement that hangs. After every request Placement holds allocations only for
+// the instances that were placed, each on exactly one host.
+
+fn is_claim(r: &http_stub::Recorded) -> bool {
+    r.method == "PUT" && r.path.starts_with("/allocations/")
+}
+
+fn is_consumer_read(r: &http_stub::Recorded) -> bool {
+    r.method == "GET" && r.path.starts_with("/allocations/")
+}
+
+/// How many requests matching `what` the gate saw (faulted ones included).
+fn seen(log: &[Exchange], method: &str, prefix: &str) -> usize {
+    log.iter()
+        .filter(|e| e.method == method && e.path.starts_with(prefix))
+        .count()
+}
+
+/// Three hosts with room for one 2-VCPU instance each.
+async fn three_hosts(cloud: &Cloud, name: &str) -> Vec<String> {
+    let mut hosts = Vec::new();
+    for i in 0..3 {
+        hosts.push(cloud.host(&format!("{name}-{i}"), (2, 1.0), 4096, 40).await);
+    }
+    hosts
+}
+
+/// Placement writes the claim but its answer never arrives: nova counts the claim
+/// as refused, moves to the next host and merges what it reads there, so the
+/// instance ends on two hosts. Here the claim is read back, found written, and kept:
+/// one `PUT`, one host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_answer_is_lost_is_read_back_and_kept() {
+    let cloud = Cloud::new("lostans").await;
+    let hosts = three_hosts(&cloud, "lostans").await;
+    let plan: FaultPlan = Arc::new(|r, log| {
+        if is_claim(r) && seen(log, "PUT", "/allocations/") == 0 {
+            Fault::DropAnswer
+        } else {
+            Fault::Pass
+        }
+    });
+    let gate = Gate::start_faulty("lostans", plan).await;
+    let manager = cloud.scheduler(&gate.url, 3).await;
+    let uuids = vec![uuid()];
+
+    let placed = select(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        &uuids,
+    )
+    .await
+    .expect("placed");
+
+    let chosen = &placed[0][0].compute_node_uuid;
+    assert!(hosts.contains(chosen));
+    assert_eq!(
+        gate.puts(),
+        vec![(uuids[0].clone(), 0)],
+        "one claim, its answer lost"
+    );
+    assert_eq!(
+        cloud.admin.providers_held(&uuids[0]).await,
+        vec![chosen.clone()]
+    );
+    cloud.admin.delete_allocations(&uuids[0]).await;
+}
+
+/// A proxy answers 502 after Placement wrote the claim: read back, it is the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_after_the_write_is_read_back_as_the_claim() {
+    let cloud = Cloud::new("claim502").await;
+    three_hosts(&cloud, "claim502").await;
+    let plan: FaultPlan = Arc::new(|r, log| {
+        if is_claim(r) && seen(log, "PUT", "/allocations/") == 0 {
+            Fault::ReplaceAnswer(502)
+        } else {
+            Fault::Pass
+        }
+    });
+    let gate = Gate::start_faulty("claim502", plan).await;
+    let manager = cloud.scheduler(&gate.url, 3).await;
+    let uuids = vec![uuid()];
+
+    let placed = select(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        &uuids,
+    )
+    .await
+    .expect("placed");
+
+    assert_eq!(gate.puts(), vec![(uuids[0].clone(), 502)]);
+    assert_eq!(
+        cloud.admin.providers_held(&uuids[0]).await,
+        vec![placed[0][0].compute_node_uuid.clone()]
+    );
+    cloud.admin.delete_allocations(&uuids[0]).await;
+}
+
+/// The answer of the first claim is lost and the consumer cannot be read back
+/// (Placement answers 503 to the reads that follow), so its outcome is unknown: the
+/// next host is tried, and its claim replaces whatever the first one wrote instead
+/// of keeping it (nova would leave the instance on both hosts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_unknown_outcome_is_replaced_not_doubled() {
+    let cloud = Cloud::new("unknown").await;
+    three_hosts(&cloud, "unknown").await;
+    let plan: FaultPlan = Arc::new(|r, log| {
+        let puts = seen(log, "PUT", "/allocations/");
+        if is_claim(r) && puts == 0 {
+            return Fault::DropAnswer;
+        }
+        // The three reads after the lost answer (the claim's own read before the
+        // next PUT is the fourth, and passes).
+        let reads_after: usize = log
+            .iter()
+            .skip_while(|e| e.method != "PUT")
+            .filter(|e| e.method == "GET" && e.path.starts_with("/allocations/"))
+            .count();
+        if is_consumer_read(r) && puts == 1 && reads_after < 3 {
+            return Fault::Refuse(503);
+        }
+        Fault::Pass
+    });
+    let gate = Gate::start_faulty("unknown", plan).await;
+    let manager = cloud.scheduler(&gate.url, 3).await;
+    let uuids = vec![uuid()];
+
+    let placed = select(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        &uuids,
+    )
+    .await
+    .expect("placed on the next host");
+
+    let puts = gate.puts();
+    assert_eq!(puts.len(), 2, "{puts:?}");
+    assert_eq!((puts[0].1, puts[1].1), (0, 204), "{puts:?}");
+    assert_eq!(
+        cloud.admin.providers_held(&uuids[0]).await,
+        vec![placed[0][0].compute_node_uuid.clone()],
+        "only the host chosen holds the instance"
+    );
+    cloud.admin.delete_allocations(&uuids[0]).await;
+}
+
+/// The outcome of the first claim is unknown and every other host refuses: the
+/// request ends in NoValidHost and takes back what the first claim may have
+/// written, so Placement holds nothing for the instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_request_takes_back_a_claim_of_unknown_outcome() {
+    let cloud = Cloud::new("takeback").await;
+    let hosts = three_hosts(&cloud, "takeback").await;
+    let plan: FaultPlan = Arc::new(|r, log| {
+        let puts = seen(log, "PUT", "/allocations/");
+        if is_claim(r) {
+            return if puts == 0 {
+                Fault::DropAnswer
+            } else {
+                Fault::Refuse(409)
+            };
+        }
+        let reads_after: usize = log
+            .iter()
+            .skip_while(|e| e.method != "PUT")
+            .filter(|e| e.method == "GET" && e.path.starts_with("/allocations/"))
+            .count();
+        if is_consumer_read(r) && puts == 1 && reads_after < 3 {
+            return Fault::Refuse(503);
+        }
+        Fault::Pass
+    });
+    let gate = Gate::start_faulty("takeback", plan).await;
+    let manager = cloud.scheduler(&gate.url, 3).await;
+    let uuids = vec![uuid()];
+
+    let result = select(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        &uuids,
+    )
+    .await;
+
+    assert_no_valid_host(&result, "There are not enough hosts available.");
+    assert_eq!(gate.puts().len(), 3, "every host tried: {:?}", gate.puts());
+    assert_eq!(gate.deletes(), vec![(uuids[0].clone(), 204)]);
+    assert_eq!(
+        cloud.admin.allocations(&uuids[0]).await["allocations"],
+        json!({})
+    );
+    for rp in &hosts {
+        assert_eq!(
+            cloud.admin.usages(rp).await,
+            json!({"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0})
+        );
+    }
+}
+
+/// A Placement that accepts claims and never answers them: `[placement] timeout`
+/// ends each attempt, and once the caller's deadline has passed the request stops
+/// before its next claim instead of walking every host. Nothing is held after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_placement_is_bounded_by_the_timeout_and_the_callers_deadline() {
+    let cloud = Cloud::new("hang").await;
+    let hosts = three_hosts(&cloud, "hang").await;
+    let plan: FaultPlan = Arc::new(|r, _| {
+        if is_claim(r) {
+            Fault::Hang
+        } else {
+            Fault::Pass
+        }
+    });
+    let gate = Gate::start_faulty("hang", plan).await;
+    let manager = cloud
+        .scheduler_custom(
+            &gate.url,
+            3,
+            |_| {},
+            |p| p.timeout = Some(Duration::from_millis(700)),
+        )
+        .await;
+
+    // No deadline: every host's claim times out, NoValidHost within the bound.
+    let uuids = vec![uuid()];
+    let started = std::time::Instant::now();
+    let result = select(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        &uuids,
+    )
+    .await;
+    assert_no_valid_host(&result, "There are not enough hosts available.");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The caller gives up after 1 s: the request stops before its next claim.
+    let uuids = vec![uuid()];
+    let started = std::time::Instant::now();
+    let delivery = nova_scheduler::manager::Delivery {
+        deadline: Some(std::time::Instant::now() + Duration::from_secs(1)),
+        redelivered: false,
+    };
+    let result = select_delivered(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        Some(&uuids),
+        true,
+        delivery,
+    )
+    .await;
+    let err = result.expect_err("stopped");
+    assert!(err.message.contains("caller's timeout"), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    for rp in &hosts {
+        assert_eq!(
+            cloud.admin.usages(rp).await,
+            json!({"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0})
+        );
+    }
+}
+
+/// A slow Placement (each claim held 1 s, under the timeout) is only slow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_placement_still_places() {
+    let cloud = Cloud::new("slow").await;
+    three_hosts(&cloud, "slow").await;
+    let plan: FaultPlan = Arc::new(|r, _| {
+        if is_claim(r) {
+            Fault::Delay(Duration::from_secs(1))
+        } else {
+            Fault::Pass
+        }
+    });
+    let gate = Gate::start_faulty("slow", plan).await;
+    let manager = cloud
+        .scheduler_custom(
+            &gate.url,
+            3,
+            |_| {},
+            |p| p.timeout = Some(Duration::from_secs(5)),
+        )
+        .await;
+    let uuids = vec![uuid(), uuid()];
+    let placed = select(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        &uuids,
+    )
+    .await
+    .expect("placed");
+    for (u, p) in uuids.iter().zip(&placed) {
+        assert_eq!(
+            cloud.admin.providers_held(u).await,
+            vec![p[0].compute_node_uuid.clone()]
+        );
+        cloud.admin.delete_allocations(u).await;
+    }
+}
+
+/// A request delivered again after its first consumer died: the instance holds
+/// the claim that consumer made on a host that no longer passes (disabled since).
+/// The new decision's claim replaces it; nova's would keep both. An evacuation
+/// (its source host in `ignore_hosts`) keeps its source allocation, as nova does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_request_replaces_its_earlier_claim() {
+    let cloud = Cloud::new("redeliv").await;
+    let a = cloud.host("redeliv-a", (4, 1.0), 8192, 80).await;
+    let b = cloud.host("redeliv-b", (4, 1.0), 8192, 80).await;
+    let gate = Gate::start("redeliv", None).await;
+    let manager = cloud.scheduler(&gate.url, 3).await;
+    let resources = json!({"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10});
+    let instance = uuid();
+    let (status, body) = cloud
+        .admin
+        .claim(
+            "1.36",
+            &instance,
+            &json!({"allocations": {&a: {"resources": resources}}}),
+            PROJECT,
+            USER,
+        )
+        .await;
+    assert_eq!(status, 204, "{body}");
+    sqlx::query("UPDATE services SET disabled = 1 WHERE host = 'redeliv-a'")
+        .execute(&cloud.cell)
+        .await
+        .unwrap();
+    let redelivered = nova_scheduler::manager::Delivery {
+        deadline: None,
+        redelivered: true,
+    };
+    let uuids = vec![instance.clone()];
+    let placed = select_delivered(
+        &manager,
+        cloud.spec((2, 1024, 10), json!({}), &uuids),
+        Some(&uuids),
+        true,
+        redelivered,
+    )
+    .await
+    .expect("placed");
+    assert_eq!(placed[0][0].compute_node_uuid, b);
+    assert_eq!(cloud.admin.providers_held(&instance).await, vec![b.clone()]);
+    cloud.admin.delete_allocations(&instance).await;
+
+    // An evacuation from a (in ignore_hosts): its source allocation is kept.
+    let evacuee = uuid();
+    let (status, body) = cloud
+        .admin
+        .claim(
+            "1.36",
+            &evacuee,
+            &json!({"allocations": {&a: {"resources": resources}}}),
+            PROJECT,
+            USER,
+        )
+        .await;
+    assert_eq!(status, 204, "{body}");
+    let uuids = vec![evacuee.clone()];
+    let mut spec = cloud.spec((2, 1024, 10), json!({}), &uuids);
+    spec["nova_object.data"]["ignore_hosts"] = json!(["redeliv-a"]);
+    let placed = select_delivered(&manager, spec, Some(&uuids), true, redelivered)
+        .await
+        .expect("placed");
+    assert_eq!(placed[0][0].compute_node_uuid, b);
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(cloud.admin.providers_held(&evacuee).await, both);
+    cloud.admin.delete_allocations(&evacuee).await;
+}

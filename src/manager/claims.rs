@@ -17,7 +17,7 @@ use crate::scheduler::{ClaimError, Claimer};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::time::Instant;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 
 pub struct PlacementClaims<'a> {
     placement: &'a PlacementClient,
@@ -168,7 +168,8 @@ impl Claimer for PlacementClaims<'_> {
     /// without knowing (a lost answer, an earlier delivery): an instance that held
     /// nothing before the request has its allocations deleted (nova's cleanup); one
     /// that held some (an evacuation) gets them back. Keeps going past a failure so
-    /// no claim is left behind, then reports the first as `AllocationDeleteFailed`.
+    /// no claim is left behind, then reports the first failure on a claim it made
+    /// as `AllocationDeleteFailed`.
     async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
         let asked = Instant::now();
         let mut first_error = None;
@@ -188,12 +189,20 @@ impl Claimer for PlacementClaims<'_> {
                 }
                 _ => self.placement.delete_allocation_for_instance(uuid).await,
             };
-            if let Err(e) = outcome {
-                warn!(instance = %uuid, error = %e, "could not release the claim");
-                first_error.get_or_insert(ClaimError::AllocationDeleteFailed {
-                    consumer_uuid: uuid.clone(),
-                    error: e.to_string(),
-                });
+            match outcome {
+                Ok(()) => {}
+                // A claim the request made: nova fails the request on it.
+                Err(e) if instance_uuids.contains(uuid) => {
+                    warn!(instance = %uuid, error = %e, "could not release the claim");
+                    first_error.get_or_insert(ClaimError::AllocationDeleteFailed {
+                        consumer_uuid: uuid.clone(),
+                        error: e.to_string(),
+                    });
+                }
+                // One it may have made: the request still ends as it would have.
+                Err(e) => error!(instance = %uuid, error = %e,
+                    "could not take back allocations the request may have written; \
+                     the instance may hold a claim no build uses"),
             }
         }
         self.waited.add(asked);

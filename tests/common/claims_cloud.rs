@@ -12,7 +12,7 @@ use crate::nova_schema;
 use crate::placement_admin::Admin;
 use crate::placement_server;
 use crate::venv;
-use nova_scheduler::manager::{ManagerOptions, PrefilterOptions, SchedulerManager};
+use nova_scheduler::manager::{Delivery, ManagerOptions, PrefilterOptions, SchedulerManager};
 use nova_scheduler::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use nova_scheduler::rpc::{RemoteError, RequestContext};
 use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
@@ -161,6 +161,18 @@ impl Cloud {
         seed: u64,
         options: impl FnOnce(&mut ManagerOptions),
     ) -> SchedulerManager {
+        self.scheduler_custom(placement_url, seed, options, |_| {})
+            .await
+    }
+
+    /// [`Cloud::scheduler_with`], its Placement client's options changed by `client`.
+    pub async fn scheduler_custom(
+        &self,
+        placement_url: &str,
+        seed: u64,
+        options: impl FnOnce(&mut ManagerOptions),
+        client: impl FnOnce(&mut PlacementOptions),
+    ) -> SchedulerManager {
         let store = HostStateStore::connect(StateOptions::new(
             nova_schema::sqlx_url(&self.api_db),
             nova_schema::sqlx_url(&self.cell0_db),
@@ -170,15 +182,16 @@ impl Cloud {
         .expect("host state store");
         let config = nova_scheduler::config::from_ini_str("").expect("default nova.conf");
         let scheduler = nova_scheduler::app::build_scheduler(&config).expect("scheduler");
-        let placement = PlacementClient::new(PlacementOptions {
+        let mut placement_options = PlacementOptions {
             endpoint: Some(placement_url.to_string()),
             auth: PlacementAuth::AdminToken {
                 token: "admin".into(),
             },
             claim_retry_unit: Duration::from_millis(5),
             ..PlacementOptions::default()
-        })
-        .expect("placement client");
+        };
+        client(&mut placement_options);
+        let placement = PlacementClient::new(placement_options).expect("placement client");
         let mut manager_options = ManagerOptions {
             max_placement_results: 1000,
             default_availability_zone: "nova".into(),
@@ -250,6 +263,17 @@ pub async fn select_with(
     uuids: Option<&[String]>,
     return_alternates: bool,
 ) -> Result<Vec<Vec<Selection>>, RemoteError> {
+    select_delivered(manager, spec, uuids, return_alternates, Delivery::default()).await
+}
+
+/// [`select_with`] for a call delivered as `delivery` says (a deadline, a redelivery).
+pub async fn select_delivered(
+    manager: &SchedulerManager,
+    spec: Value,
+    uuids: Option<&[String]>,
+    return_alternates: bool,
+    delivery: Delivery,
+) -> Result<Vec<Vec<Selection>>, RemoteError> {
     let ctx = RequestContext::from_map(
         json!({"user_id": USER, "project_id": PROJECT, "request_id": format!("req-{}", uuid())})
             .as_object()
@@ -265,7 +289,9 @@ pub async fn select_with(
     if let Some(uuids) = uuids {
         args.insert("instance_uuids".into(), json!(uuids));
     }
-    let answer = manager.select_destinations(&ctx, &args).await?;
+    let answer = manager
+        .select_destinations_delivered(&ctx, &args, delivery)
+        .await?;
     Ok(answer
         .as_array()
         .expect("a list per instance")
@@ -333,6 +359,26 @@ pub struct Gate {
     pub down: Arc<AtomicBool>,
 }
 
+/// What the gate does with one request (see [`Gate::start_faulty`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fault {
+    /// Forward it and pass the answer back.
+    Pass,
+    /// Forward it (Placement applies it), then close the connection unanswered.
+    DropAnswer,
+    /// Forward it, then answer this status instead of Placement's (a proxy's 502).
+    ReplaceAnswer(u16),
+    /// Answer this status without forwarding (nothing is applied).
+    Refuse(u16),
+    /// Never forward, never answer.
+    Hang,
+    /// Forward it after this long.
+    Delay(Duration),
+}
+
+/// Chooses the fault for each request, given the exchanges so far.
+pub type FaultPlan = Arc<dyn Fn(&Recorded, &[Exchange]) -> Fault + Send + Sync>;
+
 /// Run by the gate before it forwards a `GET /allocation_candidates`, with the
 /// gate's log of what Placement answered so far.
 pub type BeforeCandidates = Arc<
@@ -356,13 +402,28 @@ impl Gate {
         barrier: Option<Arc<Barrier>>,
         before_candidates: Option<BeforeCandidates>,
     ) -> Gate {
+        Gate::start_all(name, barrier, before_candidates, None).await
+    }
+
+    /// A gate that plays the faults `plan` chooses. Faulted requests are logged
+    /// with the status the scheduler saw (0: no answer).
+    pub async fn start_faulty(name: &str, plan: FaultPlan) -> Gate {
+        Gate::start_all(name, None, None, Some(plan)).await
+    }
+
+    async fn start_all(
+        name: &str,
+        barrier: Option<Arc<Barrier>>,
+        before_candidates: Option<BeforeCandidates>,
+        plan: Option<FaultPlan>,
+    ) -> Gate {
         let target = placement_server::url().await.to_string();
         let log: Arc<Mutex<Vec<Exchange>>> = Arc::default();
         let down = Arc::new(AtomicBool::new(false));
         let http = reqwest::Client::new();
         let (log2, down2, name) = (log.clone(), down.clone(), name.to_string());
         let stub = http_stub::start_async(Arc::new(move |r: Recorded| {
-            let (http, target, log, down, barrier, name, before_candidates) = (
+            let (http, target, log, down, barrier, name, before_candidates, plan) = (
                 http.clone(),
                 target.clone(),
                 log2.clone(),
@@ -370,10 +431,42 @@ impl Gate {
                 barrier.clone(),
                 name.clone(),
                 before_candidates.clone(),
+                plan.clone(),
             );
             Box::pin(async move {
                 if down.load(Ordering::SeqCst) {
                     return None;
+                }
+                if let Some(plan) = &plan {
+                    let fault = plan(&r, &log.lock().expect("log"));
+                    let record = |status: u16| Exchange {
+                        method: r.method.clone(),
+                        path: r.path.split('?').next().unwrap_or_default().to_string(),
+                        full_path: r.path.clone(),
+                        status,
+                    };
+                    match fault {
+                        Fault::Pass => {}
+                        Fault::Delay(d) => tokio::time::sleep(d).await,
+                        Fault::Hang => std::future::pending::<()>().await,
+                        Fault::Refuse(status) => {
+                            log.lock().expect("log").push(record(status));
+                            return Some(Reply::json(
+                                status,
+                                json!({"errors": [{"status": status, "code": "placement.undefined_code",
+                                    "title": "refused by the test's gate", "detail": "refused"}]}),
+                            ));
+                        }
+                        Fault::DropAnswer | Fault::ReplaceAnswer(_) => {
+                            let _ = forward(&http, &target, &r).await;
+                            if let Fault::ReplaceAnswer(status) = fault {
+                                log.lock().expect("log").push(record(status));
+                                return Some(Reply::json(status, json!({"error": "bad gateway"})));
+                            }
+                            log.lock().expect("log").push(record(0));
+                            return None;
+                        }
+                    }
                 }
                 if let (Some(hook), true) = (
                     &before_candidates,
