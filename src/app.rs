@@ -271,7 +271,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
     let mut background = Vec::new();
     if let Some(url) = &config.placement_database_url {
-        let loader = IndexLoader::connect(&url.to_sqlx_url())
+        let sqlx_url = url
+            .to_sqlx_url()
+            .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
+        let loader = IndexLoader::connect(&sqlx_url)
             .await
             .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
         let index = LiveIndex::load(loader)
@@ -451,10 +454,22 @@ fn state_options(config: &Config) -> Result<StateOptions, AppError> {
         .unwrap_or_default();
     let resolver: crate::state::CellUrlResolver = Arc::new(move |template: &str| {
         let url = crate::config::format_cell_url(template, &local).map_err(|e| e.to_string())?;
-        DbUrl::parse(&url).map(|u| u.to_sqlx_url())
+        let url = DbUrl::parse(&url)?;
+        for warning in url.driver_warnings() {
+            tracing::warn!(url = %url, "cell database connection: {warning}");
+        }
+        url.to_sqlx_url()
     });
+    let sqlx_url = |group: &str, url: &DbUrl| {
+        url.to_sqlx_url()
+            .map_err(|e| AppError::Config(format!("[{group}] connection: {e}")))
+    };
     let d = &config.default;
-    let mut opts = StateOptions::new(api.to_sqlx_url(), main.to_sqlx_url(), resolver);
+    let mut opts = StateOptions::new(
+        sqlx_url("api_database", api)?,
+        sqlx_url("database", main)?,
+        resolver,
+    );
     opts.cpu_allocation_ratio = d.cpu_allocation_ratio;
     opts.ram_allocation_ratio = d.ram_allocation_ratio;
     opts.disk_allocation_ratio = d.disk_allocation_ratio;
