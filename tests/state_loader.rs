@@ -15,8 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
-const PREFIX: &str = "nsrs_t_state";
-const MISSING_DB: &str = "nsrs_t_state_missing";
+/// `nsrs_t_state`, suffixed with `$NSRS_TEST_DB_TAG` when that is set.
+fn prefix() -> String {
+    nova_schema::tagged("nsrs_t_state")
+}
 const MISSING_CELL: &str = "9c7f0c1e-0000-4000-8000-00000000dead";
 const DISABLED_CELL: &str = "5d1c0ffe-0000-4000-8000-0000000d15ab";
 
@@ -45,7 +47,7 @@ async fn seeded() -> &'static Seeded {
     let result = SEEDED
         .get_or_init(|| async {
             let venv = venv::find();
-            nova_schema::create(&venv, PREFIX, &["cell1", "cell2"]).await?;
+            nova_schema::create(&venv, &prefix(), &["cell1", "cell2"]).await?;
             seed().await.map_err(|e| format!("seeding: {e}"))
         })
         .await;
@@ -63,7 +65,8 @@ async fn exec(pool: &MySqlPool, sqls: &[&str]) -> Result<(), sqlx::Error> {
 }
 
 async fn seed() -> Result<Seeded, sqlx::Error> {
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_api"))).await?;
+    let prefix = prefix();
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api"))).await?;
     let uuid_of = |name: &'static str| {
         let api = api.clone();
         async move {
@@ -80,13 +83,13 @@ async fn seed() -> Result<Seeded, sqlx::Error> {
     let missing = format!(
         "INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled) \
          VALUES (UTC_TIMESTAMP(), '{MISSING_CELL}', 'cell-missing', 'none:///', '{}', 0)",
-        nova_schema::sqla_url(MISSING_DB)
+        nova_schema::sqla_url(&format!("{prefix}_missing"))
     );
     // A disabled cell whose URL is a template, resolved by the test's resolver.
     let disabled = format!(
         "INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled) \
          VALUES (UTC_TIMESTAMP(), '{DISABLED_CELL}', 'cell-disabled', 'none:///', \
-         'mysql+pymysql://{{username}}:{{password}}@127.0.0.1:3306/{PREFIX}_cell2?charset=utf8', 1)"
+         'mysql+pymysql://{{username}}:{{password}}@127.0.0.1:3306/{prefix}_cell2?charset=utf8', 1)"
     );
     exec(&api, &[&missing, &disabled]).await?;
     exec(
@@ -102,10 +105,10 @@ async fn seed() -> Result<Seeded, sqlx::Error> {
     .await?;
     api.close().await;
 
-    let cell1 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_cell1"))).await?;
+    let cell1 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1"))).await?;
     exec(&cell1, CELL1_ROWS).await?;
     cell1.close().await;
-    let cell2 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_cell2"))).await?;
+    let cell2 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell2"))).await?;
     exec(&cell2, CELL2_ROWS).await?;
     cell2.close().await;
     Ok(seeded)
@@ -196,9 +199,10 @@ async fn store() -> HostStateStore {
         .with_env_filter("nova_scheduler=debug")
         .try_init();
     seeded().await;
+    let prefix = prefix();
     let mut opts = StateOptions::new(
-        nova_schema::sqlx_url(&format!("{PREFIX}_api")),
-        nova_schema::sqlx_url(&format!("{PREFIX}_cell0")),
+        nova_schema::sqlx_url(&format!("{prefix}_api")),
+        nova_schema::sqlx_url(&format!("{prefix}_cell0")),
         resolver(),
     );
     opts.cpu_allocation_ratio = Some(8.0);
@@ -538,17 +542,18 @@ async fn aggregate_casts_update_the_cache() {
 #[tokio::test]
 async fn reload_picks_up_new_cells() {
     seeded().await;
+    let prefix = prefix();
     let store = store().await;
     let late = "1a7e0000-0000-4000-8000-00000000ce11";
     assert!(!store.cells().iter().any(|c| c.uuid == late));
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_api")))
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api")))
         .await
         .expect("api");
     // Disabled, so that no other test's "all enabled cells" changes.
     let sql = format!(
         "INSERT INTO cell_mappings (uuid, name, transport_url, database_connection, disabled) \
          VALUES ('{late}', 'cell-late', 'none:///', '{}', 1)",
-        nova_schema::sqla_url(&format!("{PREFIX}_cell1"))
+        nova_schema::sqla_url(&format!("{prefix}_cell1"))
     );
     exec(&api, &[&sql]).await.expect("insert");
     api.close().await;
@@ -565,8 +570,9 @@ async fn reload_picks_up_new_cells() {
 #[tokio::test]
 async fn down_cell_does_not_fail_startup() {
     seeded().await;
+    let prefix = prefix();
     let down = "d0d0d0d0-0000-4000-8000-0000000000d0";
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_api")))
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api")))
         .await
         .expect("api");
     // Nothing listens on port 1: connection refused. Disabled, so that only this test reads it.
