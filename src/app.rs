@@ -436,6 +436,21 @@ fn prefilter_options(config: &Config) -> Result<PrefilterOptions, AppError> {
     Ok(opts)
 }
 
+/// The daemon's [`crate::state::CellUrlResolver`]: fills a `cell_mappings.database_connection`
+/// template from `local` (`[database] connection` as written, as nova does), parses the
+/// SQLAlchemy URL, logs its [`DbUrl::driver_warnings`] (password masked) and gives the
+/// sqlx URL with the TLS arguments mapped. Its errors never hold the password.
+pub fn cell_url_resolver(local: String) -> crate::state::CellUrlResolver {
+    Arc::new(move |template: &str| {
+        let url = crate::config::format_cell_url(template, &local).map_err(|e| e.to_string())?;
+        let url = DbUrl::parse(&url)?;
+        for warning in url.driver_warnings() {
+            tracing::warn!(url = %url, "cell database connection: {warning}");
+        }
+        url.to_sqlx_url()
+    })
+}
+
 /// `[database]` / `[api_database]` and the ratio fallbacks, for the state edge.
 fn state_options(config: &Config) -> Result<StateOptions, AppError> {
     let api = config.api_database_url.as_ref().ok_or_else(|| {
@@ -452,14 +467,7 @@ fn state_options(config: &Config) -> Result<StateOptions, AppError> {
         .as_ref()
         .map(|s| s.expose().to_string())
         .unwrap_or_default();
-    let resolver: crate::state::CellUrlResolver = Arc::new(move |template: &str| {
-        let url = crate::config::format_cell_url(template, &local).map_err(|e| e.to_string())?;
-        let url = DbUrl::parse(&url)?;
-        for warning in url.driver_warnings() {
-            tracing::warn!(url = %url, "cell database connection: {warning}");
-        }
-        url.to_sqlx_url()
-    });
+    let resolver = cell_url_resolver(local);
     let sqlx_url = |group: &str, url: &DbUrl| {
         url.to_sqlx_url()
             .map_err(|e| AppError::Config(format!("[{group}] connection: {e}")))
