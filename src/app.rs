@@ -558,6 +558,32 @@ mod tests {
     }
 
     #[test]
+    fn cell_urls_get_their_tls_arguments() {
+        let resolve = cell_url_resolver(
+            "mysql+pymysql://nova:s3cret@db.example/nova?charset=utf8&ssl_ca=/etc/ca.pem".into(),
+        );
+        // A template takes the TLS arguments of [database] connection with {query}.
+        assert_eq!(
+            resolve("{scheme}://{username}:{password}@{hostname}/nova_cell1?{query}").unwrap(),
+            "mysql://nova:s3cret@db.example:3306/nova_cell1?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ca.pem"
+        );
+        assert_eq!(
+            resolve(
+                "mysql+pymysql://c:p@cell2/nova_cell2?ssl_ca=/ca2.pem&ssl_check_hostname=false"
+            )
+            .unwrap(),
+            "mysql://c:p@cell2:3306/nova_cell2?ssl-mode=VERIFY_CA&ssl-ca=/ca2.pem"
+        );
+        let err =
+            resolve("mysql+pymysql://c:s3cret@cell3/nova_cell3?ssl_verify_cert=sure").unwrap_err();
+        assert!(
+            err.contains("ssl_verify_cert=\"sure\" is not a boolean"),
+            "{err}"
+        );
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
     fn placement_password_auth_and_catalog_options_as_keystoneauth_reads_them() {
         let o = options(
             "auth_type = password\nauth_url = http://ks:5000/v3\nusername = nova\n\

@@ -45,7 +45,10 @@ pub fn find_binary(name: &str) -> PathBuf {
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
-            panic!("{name} not found on PATH or in /usr/sbin: the TLS tests need MariaDB's server (Debian: mariadb-server)")
+            panic!(
+                "{name} not found on PATH or in /usr/sbin: the TLS tests need MariaDB's server \
+                 and client programs (Debian: mariadb-server)"
+            )
         })
 }
 
