@@ -280,7 +280,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
     let mut background = Vec::new();
     if let Some(url) = &config.placement_database_url {
-        let loader = IndexLoader::connect(&url.to_sqlx_url())
+        let sqlx_url = url
+            .to_sqlx_url()
+            .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
+        let loader = IndexLoader::connect(&sqlx_url)
             .await
             .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
         let index = LiveIndex::load(loader)
@@ -442,6 +445,21 @@ fn prefilter_options(config: &Config) -> Result<PrefilterOptions, AppError> {
     Ok(opts)
 }
 
+/// The daemon's [`crate::state::CellUrlResolver`]: fills a `cell_mappings.database_connection`
+/// template from `local` (`[database] connection` as written, as nova does), parses the
+/// SQLAlchemy URL, logs its [`DbUrl::driver_warnings`] (password masked) and gives the
+/// sqlx URL with the TLS arguments mapped. Its errors never hold the password.
+pub fn cell_url_resolver(local: String) -> crate::state::CellUrlResolver {
+    Arc::new(move |template: &str| {
+        let url = crate::config::format_cell_url(template, &local).map_err(|e| e.to_string())?;
+        let url = DbUrl::parse(&url)?;
+        for warning in url.driver_warnings() {
+            tracing::warn!(url = %url, "cell database connection: {warning}");
+        }
+        url.to_sqlx_url()
+    })
+}
+
 /// `[database]` / `[api_database]` and the ratio fallbacks, for the state edge.
 fn state_options(config: &Config) -> Result<StateOptions, AppError> {
     let api = config.api_database_url.as_ref().ok_or_else(|| {
@@ -458,12 +476,17 @@ fn state_options(config: &Config) -> Result<StateOptions, AppError> {
         .as_ref()
         .map(|s| s.expose().to_string())
         .unwrap_or_default();
-    let resolver: crate::state::CellUrlResolver = Arc::new(move |template: &str| {
-        let url = crate::config::format_cell_url(template, &local).map_err(|e| e.to_string())?;
-        DbUrl::parse(&url).map(|u| u.to_sqlx_url())
-    });
+    let resolver = cell_url_resolver(local);
+    let sqlx_url = |group: &str, url: &DbUrl| {
+        url.to_sqlx_url()
+            .map_err(|e| AppError::Config(format!("[{group}] connection: {e}")))
+    };
     let d = &config.default;
-    let mut opts = StateOptions::new(api.to_sqlx_url(), main.to_sqlx_url(), resolver);
+    let mut opts = StateOptions::new(
+        sqlx_url("api_database", api)?,
+        sqlx_url("database", main)?,
+        resolver,
+    );
     opts.cpu_allocation_ratio = d.cpu_allocation_ratio;
     opts.ram_allocation_ratio = d.ram_allocation_ratio;
     opts.disk_allocation_ratio = d.disk_allocation_ratio;
@@ -545,6 +568,32 @@ mod tests {
         let config = crate::config::from_ini_str(&format!("[placement]\n{placement}"))
             .map_err(|e| AppError::Config(e.to_string()))?;
         placement_options(&config)
+    }
+
+    #[test]
+    fn cell_urls_get_their_tls_arguments() {
+        let resolve = cell_url_resolver(
+            "mysql+pymysql://nova:s3cret@db.example/nova?charset=utf8&ssl_ca=/etc/ca.pem".into(),
+        );
+        // A template takes the TLS arguments of [database] connection with {query}.
+        assert_eq!(
+            resolve("{scheme}://{username}:{password}@{hostname}/nova_cell1?{query}").unwrap(),
+            "mysql://nova:s3cret@db.example:3306/nova_cell1?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ca.pem"
+        );
+        assert_eq!(
+            resolve(
+                "mysql+pymysql://c:p@cell2/nova_cell2?ssl_ca=/ca2.pem&ssl_check_hostname=false"
+            )
+            .unwrap(),
+            "mysql://c:p@cell2:3306/nova_cell2?ssl-mode=VERIFY_CA&ssl-ca=/ca2.pem"
+        );
+        let err =
+            resolve("mysql+pymysql://c:s3cret@cell3/nova_cell3?ssl_verify_cert=sure").unwrap_err();
+        assert!(
+            err.contains("ssl_verify_cert=\"sure\" is not a boolean"),
+            "{err}"
+        );
+        assert!(!err.contains("s3cret"), "{err}");
     }
 
     #[test]

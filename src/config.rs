@@ -239,6 +239,7 @@ fn parse_database_url(
             ));
         }
         url.append_parameters(&section.connection_parameters);
+        url.tls()?;
         Ok(url)
     });
     parsed
@@ -328,7 +329,8 @@ impl Config {
     }
 
     /// Everything worth a warning at startup: ignored options, hosts of the transport URL
-    /// with and without credentials, database URL parameters not passed to the driver.
+    /// with and without credentials, database URL parameters not passed to the driver
+    /// or TLS arguments with a caveat.
     pub fn warnings(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .ignored_options()
@@ -347,10 +349,8 @@ impl Config {
             ("api_database", &self.api_database_url),
             ("placement_database", &self.placement_database_url),
         ] {
-            for param in url.iter().flat_map(|u| u.unmapped_params()) {
-                out.push(format!(
-                    "[{group}] connection: parameter {param:?} is not passed to the database driver"
-                ));
+            for warning in url.iter().flat_map(|u| u.driver_warnings()) {
+                out.push(format!("[{group}] connection: {warning}"));
             }
         }
         out

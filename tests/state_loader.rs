@@ -3,9 +3,15 @@
 //! created by nova-manage (see tests/common/nova_schema.rs). Rows are seeded with
 //! plain SQL into the nova-created tables once per test binary; tests only read them
 //! (except `reload_picks_up_new_cells`, which adds a disabled cell nobody else sees).
+//!
+//! `tls_to_the_databases` copies the seeded databases into a private MariaDB server that
+//! requires TLS (tests/common/private_mariadb.rs) and reads them through nova-style URLs
+//! with TLS arguments, the way the daemon turns them into sqlx connections.
 
 #[path = "common/nova_schema.rs"]
 mod nova_schema;
+#[path = "common/private_mariadb.rs"]
+mod private_mariadb;
 #[path = "common/venv.rs"]
 mod venv;
 
@@ -15,8 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
-const PREFIX: &str = "nsrs_t_state";
-const MISSING_DB: &str = "nsrs_t_state_missing";
+/// `nsrs_t_state`, suffixed with `$NSRS_TEST_DB_TAG` when that is set.
+fn prefix() -> String {
+    nova_schema::tagged("nsrs_t_state")
+}
 const MISSING_CELL: &str = "9c7f0c1e-0000-4000-8000-00000000dead";
 const DISABLED_CELL: &str = "5d1c0ffe-0000-4000-8000-0000000d15ab";
 
@@ -45,7 +53,7 @@ async fn seeded() -> &'static Seeded {
     let result = SEEDED
         .get_or_init(|| async {
             let venv = venv::find();
-            nova_schema::create(&venv, PREFIX, &["cell1", "cell2"]).await?;
+            nova_schema::create(&venv, &prefix(), &["cell1", "cell2"]).await?;
             seed().await.map_err(|e| format!("seeding: {e}"))
         })
         .await;
@@ -63,7 +71,8 @@ async fn exec(pool: &MySqlPool, sqls: &[&str]) -> Result<(), sqlx::Error> {
 }
 
 async fn seed() -> Result<Seeded, sqlx::Error> {
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_api"))).await?;
+    let prefix = prefix();
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api"))).await?;
     let uuid_of = |name: &'static str| {
         let api = api.clone();
         async move {
@@ -80,13 +89,13 @@ async fn seed() -> Result<Seeded, sqlx::Error> {
     let missing = format!(
         "INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled) \
          VALUES (UTC_TIMESTAMP(), '{MISSING_CELL}', 'cell-missing', 'none:///', '{}', 0)",
-        nova_schema::sqla_url(MISSING_DB)
+        nova_schema::sqla_url(&format!("{prefix}_missing"))
     );
     // A disabled cell whose URL is a template, resolved by the test's resolver.
     let disabled = format!(
         "INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, disabled) \
          VALUES (UTC_TIMESTAMP(), '{DISABLED_CELL}', 'cell-disabled', 'none:///', \
-         'mysql+pymysql://{{username}}:{{password}}@127.0.0.1:3306/{PREFIX}_cell2?charset=utf8', 1)"
+         'mysql+pymysql://{{username}}:{{password}}@127.0.0.1:3306/{prefix}_cell2?charset=utf8', 1)"
     );
     exec(&api, &[&missing, &disabled]).await?;
     exec(
@@ -102,10 +111,10 @@ async fn seed() -> Result<Seeded, sqlx::Error> {
     .await?;
     api.close().await;
 
-    let cell1 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_cell1"))).await?;
+    let cell1 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1"))).await?;
     exec(&cell1, CELL1_ROWS).await?;
     cell1.close().await;
-    let cell2 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_cell2"))).await?;
+    let cell2 = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell2"))).await?;
     exec(&cell2, CELL2_ROWS).await?;
     cell2.close().await;
     Ok(seeded)
@@ -196,9 +205,10 @@ async fn store() -> HostStateStore {
         .with_env_filter("nova_scheduler=debug")
         .try_init();
     seeded().await;
+    let prefix = prefix();
     let mut opts = StateOptions::new(
-        nova_schema::sqlx_url(&format!("{PREFIX}_api")),
-        nova_schema::sqlx_url(&format!("{PREFIX}_cell0")),
+        nova_schema::sqlx_url(&format!("{prefix}_api")),
+        nova_schema::sqlx_url(&format!("{prefix}_cell0")),
         resolver(),
     );
     opts.cpu_allocation_ratio = Some(8.0);
@@ -538,17 +548,18 @@ async fn aggregate_casts_update_the_cache() {
 #[tokio::test]
 async fn reload_picks_up_new_cells() {
     seeded().await;
+    let prefix = prefix();
     let store = store().await;
     let late = "1a7e0000-0000-4000-8000-00000000ce11";
     assert!(!store.cells().iter().any(|c| c.uuid == late));
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_api")))
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api")))
         .await
         .expect("api");
     // Disabled, so that no other test's "all enabled cells" changes.
     let sql = format!(
         "INSERT INTO cell_mappings (uuid, name, transport_url, database_connection, disabled) \
          VALUES ('{late}', 'cell-late', 'none:///', '{}', 1)",
-        nova_schema::sqla_url(&format!("{PREFIX}_cell1"))
+        nova_schema::sqla_url(&format!("{prefix}_cell1"))
     );
     exec(&api, &[&sql]).await.expect("insert");
     api.close().await;
@@ -565,8 +576,9 @@ async fn reload_picks_up_new_cells() {
 #[tokio::test]
 async fn down_cell_does_not_fail_startup() {
     seeded().await;
+    let prefix = prefix();
     let down = "d0d0d0d0-0000-4000-8000-0000000000d0";
-    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{PREFIX}_api")))
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_api")))
         .await
         .expect("api");
     // Nothing listens on port 1: connection refused. Disabled, so that only this test reads it.
@@ -589,4 +601,265 @@ async fn down_cell_does_not_fail_startup() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// A nova-style URL's sqlx form, as the daemon makes it for `[database]`,
+/// `[api_database]` and `[placement_database]`.
+fn daemon_sqlx_url(sqlalchemy_url: &str) -> String {
+    nova_scheduler::config::DbUrl::parse(sqlalchemy_url)
+        .and_then(|u| u.to_sqlx_url())
+        .unwrap_or_else(|e| panic!("{sqlalchemy_url}: {e}"))
+}
+
+/// `SHOW SESSION STATUS LIKE 'Ssl_version'` over a pool of the daemon's kind for `url`.
+async fn tls_version(url: &str) -> Result<String, sqlx::Error> {
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(&daemon_sqlx_url(url))
+        .await?;
+    let (_, version): (String, String) = sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_version'")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
+    Ok(version)
+}
+
+/// TLS to MariaDB with the arguments nova's SQLAlchemy URLs carry, against a private
+/// server with `require_secure_transport=ON` and a test-made CA: the right CA connects
+/// (certificate and host name verified), a wrong CA, a wrong host name and plaintext do
+/// not, a `REQUIRE X509` user needs the client certificate; then the host state store
+/// reads nova's databases (copied there) through TLS URLs, cells included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_the_databases() {
+    use nova_scheduler::placement::index::IndexLoader;
+    use private_mariadb::{find_binary, PrivateMariaDb};
+    use std::process::{Command, Stdio};
+
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("nova_scheduler=info")
+        .try_init();
+    seeded().await;
+    let prefix = prefix();
+    let server = tokio::task::spawn_blocking(|| PrivateMariaDb::start_tls("tls"))
+        .await
+        .unwrap();
+    let pki = server.pki.clone();
+    let port = server.port;
+    let ca = pki.ca.display().to_string();
+    let wrong_ca = pki.wrong_ca.display().to_string();
+
+    // Setup as root over the unix socket (a secure transport); real grants.
+    let root = MySqlPool::connect(&server.root_socket_url())
+        .await
+        .expect("root over the private server's socket");
+    exec(
+        &root,
+        &[
+            "CREATE USER 'nova'@'%' IDENTIFIED BY 'Tls-Secret1'",
+            "GRANT ALL PRIVILEGES ON *.* TO 'nova'@'%'",
+            "CREATE USER 'nova_x509'@'%' IDENTIFIED BY 'Tls-Secret2' REQUIRE X509",
+            "GRANT ALL PRIVILEGES ON *.* TO 'nova_x509'@'%'",
+        ],
+    )
+    .await
+    .expect("users");
+    let url = |user_pass: &str, host: &str, args: &str| {
+        format!("mysql+pymysql://{user_pass}@{host}:{port}/mysql?charset=utf8{args}")
+    };
+    let nova = |args: &str| url("nova:Tls-Secret1", "127.0.0.1", args);
+
+    // The right CA: certificate and host name verified (VERIFY_IDENTITY), TLS in use.
+    let version = tls_version(&nova(&format!("&ssl_ca={ca}")))
+        .await
+        .expect("TLS with the right CA");
+    assert!(version.starts_with("TLSv1."), "{version:?}");
+    // No TLS argument: PREFERRED, so TLS since the server offers it.
+    let version = tls_version(&nova("")).await.expect("PREFERRED");
+    assert!(version.starts_with("TLSv1."), "{version:?}");
+    // mysqlclient's ssl_mode.
+    tls_version(&nova(&format!("&ssl_mode=VERIFY_IDENTITY&ssl_ca={ca}")))
+        .await
+        .expect("ssl_mode=VERIFY_IDENTITY");
+
+    // A CA that did not sign the server's certificate: refused, unless verification is off.
+    for args in [
+        format!("&ssl_ca={wrong_ca}"),
+        format!("&ssl_ca={wrong_ca}&ssl_check_hostname=false"),
+        format!("&ssl_mode=VERIFY_CA&ssl_ca={wrong_ca}"),
+        "&ssl_verify_cert=true".to_string(),
+    ] {
+        let err = tls_version(&nova(&args))
+            .await
+            .expect_err(&format!("connected with {args}"));
+        let text = err.to_string();
+        assert!(
+            text.contains("UnknownIssuer") || text.to_lowercase().contains("certificate"),
+            "{args}: {text}"
+        );
+        assert!(!text.contains("Tls-Secret1"), "{text}");
+    }
+    tls_version(&nova(&format!("&ssl_ca={wrong_ca}&ssl_verify_cert=false")))
+        .await
+        .expect("no verification with ssl_verify_cert=false");
+
+    // 127.0.0.2 is not in the server certificate: refused while the host name is checked.
+    let other_host = |args: &str| url("nova:Tls-Secret1", "127.0.0.2", args);
+    let err = tls_version(&other_host(&format!("&ssl_ca={ca}")))
+        .await
+        .expect_err("connected to a host the certificate does not name");
+    assert!(err.to_string().contains("not valid for name"), "{err}");
+    tls_version(&other_host(&format!(
+        "&ssl_ca={ca}&ssl_check_hostname=false"
+    )))
+    .await
+    .expect("VERIFY_CA does not check the host name");
+
+    // Plaintext: the server refuses it (MariaDB says "Access denied" for credentials
+    // that work over TLS just above).
+    for args in ["&ssl_disabled=true", "&ssl_mode=DISABLED"] {
+        let err = tls_version(&nova(args))
+            .await
+            .expect_err(&format!("plaintext connection with {args}"));
+        assert!(err.to_string().contains("Access denied"), "{args}: {err}");
+    }
+    // ... and only because of require_secure_transport.
+    exec(&root, &["SET GLOBAL require_secure_transport = OFF"])
+        .await
+        .unwrap();
+    let version = tls_version(&nova("&ssl_disabled=true"))
+        .await
+        .expect("plaintext once the server allows it");
+    assert_eq!(version, "");
+    exec(&root, &["SET GLOBAL require_secure_transport = ON"])
+        .await
+        .unwrap();
+
+    // REQUIRE X509: no client certificate, no access; with one (key in its own file or
+    // in the certificate file), access.
+    let x509 = |args: &str| url("nova_x509:Tls-Secret2", "127.0.0.1", args);
+    let err = tls_version(&x509(&format!("&ssl_ca={ca}")))
+        .await
+        .expect_err("REQUIRE X509 user without a client certificate");
+    assert!(err.to_string().contains("Access denied"), "{err}");
+    assert!(!err.to_string().contains("Tls-Secret2"), "{err}");
+    tls_version(&x509(&format!(
+        "&ssl_ca={ca}&ssl_cert={}&ssl_key={}",
+        pki.client_cert.display(),
+        pki.client_key.display()
+    )))
+    .await
+    .expect("REQUIRE X509 user with its client certificate");
+    tls_version(&x509(&format!(
+        "&ssl_cert={}",
+        server.client_cert_and_key.display()
+    )))
+    .await
+    .expect("client certificate and key in one file, no verification (REQUIRED)");
+
+    // The daemon's Placement database pool.
+    IndexLoader::connect(&daemon_sqlx_url(&nova(&format!("&ssl_ca={ca}"))))
+        .await
+        .expect("placement database pool over TLS");
+    assert!(
+        IndexLoader::connect(&daemon_sqlx_url(&nova(&format!("&ssl_ca={wrong_ca}"))))
+            .await
+            .is_err()
+    );
+
+    // nova's databases, as seeded, into the private server (schema and rows by
+    // mariadb-dump from the shared server, which holds them in plaintext).
+    let dbs: Vec<String> = ["api", "cell0", "cell1", "cell2"]
+        .iter()
+        .map(|d| format!("{prefix}_{d}"))
+        .collect();
+    let (host, shared_port) = nova_schema::MYSQL_BASE.split_once(':').unwrap();
+    let dump = Command::new(find_binary("mariadb-dump"))
+        .args([
+            "--no-defaults",
+            "--skip-ssl",
+            "-h",
+            host,
+            "-P",
+            shared_port,
+            "-u",
+            "root",
+        ])
+        .args(["--single-transaction", "--databases"])
+        .args(&dbs)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("mariadb-dump");
+    assert!(dump.status.success(), "mariadb-dump failed");
+    let mut load = Command::new(find_binary("mariadb"))
+        .arg("--no-defaults")
+        .arg(format!("--socket={}", server.socket.display()))
+        .args(["-u", "root"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("mariadb");
+    {
+        use std::io::Write as _;
+        load.stdin.take().unwrap().write_all(&dump.stdout).unwrap();
+    }
+    assert!(load.wait().unwrap().success(), "loading the dump failed");
+    // Every cell URL to the private server with TLS arguments (the template one too).
+    exec(
+        &root,
+        &[&format!(
+            "UPDATE `{prefix}_api`.cell_mappings SET database_connection = CONCAT(REPLACE(REPLACE(\
+             database_connection, 'root:@127.0.0.1:3306', 'nova:Tls-Secret1@127.0.0.1:{port}'), \
+             '@127.0.0.1:3306', '@127.0.0.1:{port}'), '&ssl_ca={ca}')"
+        )],
+    )
+    .await
+    .expect("cell URLs");
+    root.close().await;
+
+    let tls_store = |ca: &str| {
+        let main = url("nova:Tls-Secret1", "127.0.0.1", &format!("&ssl_ca={ca}"))
+            .replace("/mysql?", &format!("/{prefix}_cell0?"));
+        let api = main.replace("_cell0?", "_api?");
+        let mut opts = StateOptions::new(
+            daemon_sqlx_url(&api),
+            daemon_sqlx_url(&main),
+            nova_scheduler::app::cell_url_resolver(main.clone()),
+        );
+        opts.cpu_allocation_ratio = Some(8.0);
+        opts.initial_ram_allocation_ratio = 1.5;
+        HostStateStore::connect(opts)
+    };
+    let err = tls_store(&wrong_ca)
+        .await
+        .err()
+        .expect("API database with the wrong CA");
+    assert!(matches!(err, StateError::ApiDatabase { .. }), "{err}");
+    assert!(!err.to_string().contains("Tls-Secret1"), "{err}");
+
+    let s = seeded().await;
+    let over_tls = tls_store(&ca).await.expect("host state store over TLS");
+    let cells: Vec<String> = over_tls.cells().into_iter().map(|c| c.uuid).collect();
+    for cell in [&s.cell1, &s.cell2, MISSING_CELL, DISABLED_CELL] {
+        assert!(cells.iter().any(|c| c == cell), "{cell} in {cells:?}");
+    }
+    // The same host states as read in plaintext from the shared server.
+    let expected = store()
+        .await
+        .host_states(None, None)
+        .await
+        .expect("plaintext");
+    let got = over_tls.host_states(None, None).await.expect("over TLS");
+    assert_eq!(names(&got), names(&expected));
+    assert_eq!(got.len(), 6);
+    // The disabled cell's URL is a template filled from [database] connection.
+    let states = over_tls
+        .host_states(Some(&[U_CELL2.to_string()]), Some(DISABLED_CELL))
+        .await
+        .expect("template cell over TLS");
+    assert_eq!(states.len(), 1);
+
+    drop(over_tls);
+    tokio::task::spawn_blocking(move || drop(server))
+        .await
+        .unwrap();
 }

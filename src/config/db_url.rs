@@ -7,6 +7,31 @@
 //! `@` (so `@`, `/`, `?` in a password must be %-encoded, except that `/` and `?` happen to
 //! work), user and password are %-decoded, the host is `[v6]` or anything up to `/`, `:` or
 //! `?`, and the database is the path up to `?`, not decoded.
+//!
+//! [`DbUrl::tls`] reads the TLS arguments the URL passes to the driver (PyMySQL for
+//! `mysql+pymysql://`, mysqlclient for `mysql://`) and turns them into sqlx's
+//! `ssl-mode`, `ssl-ca`, `ssl-cert` and `ssl-key`:
+//!
+//! - `ssl_mode` (mysqlclient: `DISABLED`, `PREFERRED`, `REQUIRED`, `VERIFY_CA`,
+//!   `VERIFY_IDENTITY`, any case) is used as it is, and the flags below are then unused.
+//! - `ssl_disabled=true` (PyMySQL): no TLS.
+//! - Otherwise, as SQLAlchemy hands them to PyMySQL: no TLS argument at all means
+//!   `PREFERRED` (TLS without verification when the server offers it, as PyMySQL 1.2
+//!   does); any of `ssl_ca`, `ssl_cert`, `ssl_key`, `ssl_verify_cert`,
+//!   `ssl_verify_identity`, `ssl_check_hostname` means TLS is required. The certificate
+//!   is verified when `ssl_verify_cert` says so, else when `ssl_ca` is given, and always
+//!   with `ssl_verify_identity=true`; the host name too when `ssl_verify_identity=true`
+//!   or `ssl_check_hostname=true`, or when `ssl_ca` is given with neither
+//!   `ssl_verify_cert` nor `ssl_check_hostname` (PyMySQL's `check_hostname` default).
+//! - Booleans take SQLAlchemy's spellings (`true`/`false`, `yes`/`no`, `on`/`off`,
+//!   `y`/`n`, `t`/`f`, `1`/`0`); anything else is an error. `ssl_cert` without `ssl_key`
+//!   reads the key from the certificate file, as Python's `load_cert_chain` does.
+//! - `ssl_capath` and `ssl_key_password` cannot be honoured (sqlx takes one CA file and
+//!   unencrypted keys): errors. `ssl_cipher` is not honoured: a warning.
+//!
+//! sqlx adds its built-in public roots (Mozilla's, from `webpki-roots`) to `ssl_ca`, and
+//! uses them alone when there is no `ssl_ca` (PyMySQL would use the system's CA store);
+//! [`DbUrl::driver_warnings`] says so where it matters.
 
 use std::fmt;
 
@@ -59,6 +84,77 @@ const KEEP: &AsciiSet = &NON_ALPHANUMERIC
 
 /// Like [`KEEP`], also keeping `/` (socket and certificate paths).
 const KEEP_PATH: &AsciiSet = &KEEP.remove(b'/');
+
+/// Query parameters [`DbUrl::to_sqlx_url`] uses (the TLS ones through [`DbUrl::tls`]).
+const MAPPED_PARAMS: &[&str] = &[
+    "charset",
+    "unix_socket",
+    "ssl_mode",
+    "ssl_disabled",
+    "ssl_ca",
+    "ssl_cert",
+    "ssl_key",
+    "ssl_verify_cert",
+    "ssl_verify_identity",
+    "ssl_check_hostname",
+    // Not honoured, each with a message of its own from `DbUrl::tls`.
+    "ssl_capath",
+    "ssl_key_password",
+    "ssl_cipher",
+];
+
+/// sqlx's `ssl-mode` (mysqlclient's `ssl_mode` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    /// No TLS.
+    Disabled,
+    /// TLS when the server offers it, without verification.
+    Preferred,
+    /// TLS or no connection, without verification.
+    Required,
+    /// TLS, the certificate chain verified.
+    VerifyCa,
+    /// TLS, the certificate chain and the host name verified.
+    VerifyIdentity,
+}
+
+impl SslMode {
+    /// The name sqlx and mysqlclient use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disabled => "DISABLED",
+            SslMode::Preferred => "PREFERRED",
+            SslMode::Required => "REQUIRED",
+            SslMode::VerifyCa => "VERIFY_CA",
+            SslMode::VerifyIdentity => "VERIFY_IDENTITY",
+        }
+    }
+
+    /// A mysqlclient `ssl_mode` value, in any case.
+    pub fn parse(text: &str) -> Option<SslMode> {
+        [
+            SslMode::Disabled,
+            SslMode::Preferred,
+            SslMode::Required,
+            SslMode::VerifyCa,
+            SslMode::VerifyIdentity,
+        ]
+        .into_iter()
+        .find(|m| m.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+}
+
+/// How a connection is secured, as sqlx takes it: its `ssl-mode`, the CA file, and the
+/// client certificate and key files (paths as written in the URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbTls {
+    pub mode: SslMode,
+    pub ca: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    /// Warnings: arguments without effect, or a verification weaker than it may seem.
+    pub notes: Vec<String>,
+}
 
 impl DbUrl {
     /// Parses a SQLAlchemy URL. The error text never contains the password.
@@ -154,55 +250,172 @@ impl DbUrl {
             .map(|(_, v)| v.as_str())
     }
 
-    fn flag(&self, key: &str) -> Option<bool> {
-        self.param(key)
-            .and_then(|v| super::reader::parse_bool(v).ok())
+    /// A boolean argument with SQLAlchemy's `asbool` spellings; `None` when absent.
+    fn flag(&self, key: &str) -> Result<Option<bool>, String> {
+        let Some(text) = self.param(key) else {
+            return Ok(None);
+        };
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "y" | "t" | "1" => Ok(Some(true)),
+            "false" | "no" | "off" | "n" | "f" | "0" => Ok(Some(false)),
+            _ => Err(format!(
+                "{key}={text:?} is not a boolean (true/false, yes/no, on/off, y/n, t/f, 1/0)"
+            )),
+        }
     }
 
-    /// sqlx's `ssl-mode` for the TLS arguments PyMySQL/mysqlclient take: an explicit
-    /// `ssl_mode` wins; `ssl_ca` verifies the chain and, unless `ssl_check_hostname` is
-    /// false, the host name (PyMySQL's default); a client certificate or
-    /// `ssl_verify_cert` alone means TLS; no TLS argument means no TLS.
-    fn ssl_mode(&self) -> String {
-        if let Some(mode) = self.param("ssl_mode") {
-            return mode.to_ascii_uppercase();
+    /// The TLS settings for sqlx, from the URL's TLS arguments (see the module docs).
+    /// The error text names the argument and never holds the password.
+    pub fn tls(&self) -> Result<DbTls, String> {
+        for (key, why) in [
+            (
+                "ssl_capath",
+                "sqlx takes one CA file, not a directory: put the CA certificates into one \
+                 PEM file and give it as ssl_ca",
+            ),
+            (
+                "ssl_key_password",
+                "sqlx reads unencrypted private keys only: give an unencrypted key as ssl_key",
+            ),
+        ] {
+            if self.param(key).is_some() {
+                return Err(format!("{key} is not supported ({why})"));
+            }
         }
-        let has_ca = self.param("ssl_ca").is_some() || self.param("ssl_capath").is_some();
-        if self.flag("ssl_verify_identity") == Some(true)
-            || (has_ca && self.flag("ssl_check_hostname") != Some(false))
+        let verify_cert = self.flag("ssl_verify_cert")?;
+        let verify_identity = self.flag("ssl_verify_identity")?;
+        let check_hostname = self.flag("ssl_check_hostname")?;
+        let disabled = self.flag("ssl_disabled")?;
+        let ca = self.param("ssl_ca").map(str::to_string);
+        let cert = self.param("ssl_cert").map(str::to_string);
+        let key = self.param("ssl_key").map(str::to_string);
+        let mut notes = Vec::new();
+        let mode = if let Some(text) = self.param("ssl_mode") {
+            let mode = SslMode::parse(text).ok_or_else(|| {
+                format!(
+                    "ssl_mode={text:?} is not one of DISABLED, PREFERRED, REQUIRED, VERIFY_CA, \
+                     VERIFY_IDENTITY"
+                )
+            })?;
+            if disabled == Some(true) && mode != SslMode::Disabled {
+                return Err(format!(
+                    "ssl_disabled=true contradicts ssl_mode={}",
+                    mode.as_str()
+                ));
+            }
+            let unused: Vec<&str> = [
+                "ssl_verify_cert",
+                "ssl_verify_identity",
+                "ssl_check_hostname",
+            ]
+            .into_iter()
+            .filter(|k| self.param(k).is_some())
+            .collect();
+            if !unused.is_empty() {
+                notes.push(format!(
+                    "ssl_mode={} decides the TLS mode; {} not used",
+                    mode.as_str(),
+                    unused.join(", ")
+                ));
+            }
+            mode
+        } else if disabled == Some(true) {
+            SslMode::Disabled
+        } else if ca.is_none()
+            && cert.is_none()
+            && key.is_none()
+            && verify_cert.is_none()
+            && verify_identity.is_none()
+            && check_hostname.is_none()
         {
-            "VERIFY_IDENTITY".to_string()
-        } else if has_ca || self.flag("ssl_verify_cert") == Some(true) {
-            "VERIFY_CA".to_string()
-        } else if self.param("ssl_cert").is_some() || self.param("ssl_key").is_some() {
-            "REQUIRED".to_string()
+            SslMode::Preferred
         } else {
-            "DISABLED".to_string()
+            let verify = verify_identity == Some(true) || verify_cert.unwrap_or(ca.is_some());
+            let hostname = verify_identity == Some(true)
+                || check_hostname.unwrap_or(ca.is_some() && verify_cert.is_none());
+            if check_hostname == Some(true) && !verify {
+                notes.push(
+                    "ssl_check_hostname=true has no effect without ssl_ca or ssl_verify_cert \
+                     (the certificate is not verified, as with PyMySQL)"
+                        .to_string(),
+                );
+            }
+            match (verify, hostname) {
+                (true, true) => SslMode::VerifyIdentity,
+                (true, false) => SslMode::VerifyCa,
+                (false, _) => SslMode::Required,
+            }
+        };
+        let uses_tls = mode != SslMode::Disabled;
+        if uses_tls && key.is_some() && cert.is_none() {
+            notes.push(
+                "ssl_key without ssl_cert: no client certificate is sent (as with PyMySQL)"
+                    .to_string(),
+            );
         }
+        if matches!(mode, SslMode::VerifyCa | SslMode::VerifyIdentity) {
+            if ca.is_none() {
+                notes.push(format!(
+                    "ssl-mode {} without ssl_ca: the server certificate must chain to one of \
+                     sqlx's built-in public roots (webpki-roots), not to the system CA store",
+                    mode.as_str()
+                ));
+            } else if mode == SslMode::VerifyCa {
+                notes.push(
+                    "ssl-mode VERIFY_CA: the host name is not checked and sqlx trusts its \
+                     built-in public roots besides ssl_ca; check the host name \
+                     (ssl_check_hostname=true) to accept only the database's certificate"
+                        .to_string(),
+                );
+            }
+        }
+        if self.param("ssl_cipher").is_some() {
+            notes.push(
+                "ssl_cipher is not honoured (rustls negotiates among its own cipher suites)"
+                    .to_string(),
+            );
+        }
+        // Without a separate key file, the key is read from the certificate file.
+        let key = match (&cert, key) {
+            (Some(cert), None) => Some(cert.clone()),
+            (Some(_), key) => key,
+            (None, _) => None,
+        };
+        Ok(DbTls {
+            mode,
+            ca,
+            cert,
+            key,
+            notes,
+        })
     }
 
     /// Query parameters [`DbUrl::to_sqlx_url`] does not carry over (to log them).
     pub fn unmapped_params(&self) -> Vec<&str> {
-        const MAPPED: &[&str] = &[
-            "charset",
-            "unix_socket",
-            "ssl_ca",
-            "ssl_capath",
-            "ssl_cert",
-            "ssl_key",
-            "ssl_mode",
-            "ssl_check_hostname",
-            "ssl_verify_cert",
-            "ssl_verify_identity",
-        ];
         self.query
             .iter()
             .map(|(k, _)| k.as_str())
-            .filter(|k| !MAPPED.contains(k))
+            .filter(|k| !MAPPED_PARAMS.contains(k))
             .collect()
     }
 
-    fn sqlx_url(&self, password: Option<&str>) -> String {
+    /// One line per thing worth a startup warning: parameters not passed to the driver,
+    /// and TLS arguments without effect or with a caveat (nothing when [`DbUrl::tls`]
+    /// fails: that is an error of its own).
+    pub fn driver_warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .unmapped_params()
+            .into_iter()
+            .map(|p| format!("parameter {p:?} is not passed to the database driver"))
+            .collect();
+        if let Ok(tls) = self.tls() {
+            out.extend(tls.notes);
+        }
+        out
+    }
+
+    fn sqlx_url(&self, password: Option<&str>) -> Result<String, String> {
+        let tls = self.tls()?;
         let mut out = String::from("mysql://");
         if let Some(user) = &self.username {
             out.push_str(&utf8_percent_encode(user, KEEP).to_string());
@@ -222,16 +435,20 @@ impl DbUrl {
             out.push('/');
             out.push_str(&utf8_percent_encode(db, KEEP).to_string());
         }
-        let mut params = vec![("ssl-mode", self.ssl_mode())];
-        for (from, to) in [
-            ("ssl_ca", "ssl-ca"),
-            ("ssl_cert", "ssl-cert"),
-            ("ssl_key", "ssl-key"),
-            ("unix_socket", "socket"),
-        ] {
-            if let Some(v) = self.param(from) {
-                params.push((to, v.to_string()));
+        let mut params: Vec<(&str, &str)> = vec![("ssl-mode", tls.mode.as_str())];
+        if tls.mode != SslMode::Disabled {
+            for (to, value) in [
+                ("ssl-ca", &tls.ca),
+                ("ssl-cert", &tls.cert),
+                ("ssl-key", &tls.key),
+            ] {
+                if let Some(v) = value {
+                    params.push((to, v));
+                }
             }
+        }
+        if let Some(v) = self.param("unix_socket") {
+            params.push(("socket", v));
         }
         let query: Vec<String> = params
             .iter()
@@ -239,14 +456,15 @@ impl DbUrl {
             .collect();
         out.push('?');
         out.push_str(&query.join("&"));
-        out
+        Ok(out)
     }
 
     /// A `mysql://user:pass@host:port/db?...` URL for sqlx: `charset` is dropped (sqlx
-    /// speaks utf8mb4), `unix_socket` becomes `socket`, `ssl_ca`/`ssl_cert`/`ssl_key` become
-    /// `ssl-ca`/`ssl-cert`/`ssl-key`, and `ssl-mode` says what PyMySQL would do. Holds the
-    /// password: never log it; log the `DbUrl` (its `Display` masks the password).
-    pub fn to_sqlx_url(&self) -> String {
+    /// speaks utf8mb4), `unix_socket` becomes `socket`, and the TLS arguments become
+    /// `ssl-mode`, `ssl-ca`, `ssl-cert`, `ssl-key` ([`DbUrl::tls`], whose error this
+    /// returns). Holds the password: never log it; log the `DbUrl` (its `Display` masks
+    /// the password).
+    pub fn to_sqlx_url(&self) -> Result<String, String> {
         let password = self
             .password
             .as_ref()

@@ -147,8 +147,8 @@ fn a_typical_nova_conf() {
     );
     let api = c.api_database_url.as_ref().unwrap();
     assert_eq!(
-        api.to_sqlx_url(),
-        "mysql://nova:s3cr%2Ft@db:3306/nova_api?ssl-mode=DISABLED"
+        api.to_sqlx_url().unwrap(),
+        "mysql://nova:s3cr%2Ft@db:3306/nova_api?ssl-mode=PREFERRED"
     );
     assert_eq!(c.raw().get("unknown", "x").unwrap().value, "y");
     let shown = format!("{c:?}");
@@ -399,8 +399,8 @@ fn sqlalchemy_url_variants() {
         .unwrap();
     assert_eq!(u.backend(), "mysql");
     assert_eq!(
-        u.to_sqlx_url(),
-        "mysql://nova:pass@db.example:3307/nova?ssl-mode=DISABLED"
+        u.to_sqlx_url().unwrap(),
+        "mysql://nova:pass@db.example:3307/nova?ssl-mode=PREFERRED"
     );
     assert_eq!(u.unmapped_params(), vec!["plugin"]);
     assert_eq!(
@@ -411,24 +411,24 @@ fn sqlalchemy_url_variants() {
     let u = DbUrl::parse("mysql://root@localhost/nova").unwrap();
     assert_eq!(u.password, None);
     assert_eq!(
-        u.to_sqlx_url(),
-        "mysql://root@localhost:3306/nova?ssl-mode=DISABLED"
+        u.to_sqlx_url().unwrap(),
+        "mysql://root@localhost:3306/nova?ssl-mode=PREFERRED"
     );
 
     let u = DbUrl::parse("mariadb+pymysql://nova:p%40ss%3Aw%2F@[fd00::5]/nova_cell1").unwrap();
     assert_eq!(u.password.as_ref().unwrap().expose(), "p@ss:w/");
     assert_eq!(u.host.as_deref(), Some("fd00::5"));
     assert_eq!(
-        u.to_sqlx_url(),
-        "mysql://nova:p%40ss%3Aw%2F@[fd00::5]:3306/nova_cell1?ssl-mode=DISABLED"
+        u.to_sqlx_url().unwrap(),
+        "mysql://nova:p%40ss%3Aw%2F@[fd00::5]:3306/nova_cell1?ssl-mode=PREFERRED"
     );
 
     let u = DbUrl::parse("mysql+mysqldb://nova:x@/nova?unix_socket=/var/run/mysqld/mysqld.sock")
         .unwrap();
     assert_eq!(u.host, None);
     assert_eq!(
-        u.to_sqlx_url(),
-        "mysql://nova:x@localhost:3306/nova?ssl-mode=DISABLED&socket=/var/run/mysqld/mysqld.sock"
+        u.to_sqlx_url().unwrap(),
+        "mysql://nova:x@localhost:3306/nova?ssl-mode=PREFERRED&socket=/var/run/mysqld/mysqld.sock"
     );
 
     let u = DbUrl::parse(
@@ -436,14 +436,14 @@ fn sqlalchemy_url_variants() {
     )
     .unwrap();
     assert_eq!(
-        u.to_sqlx_url(),
+        u.to_sqlx_url().unwrap(),
         "mysql://n:p@db:3306/nova?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ca.pem&ssl-cert=/c.pem&ssl-key=/k.pem"
     );
     let u =
         DbUrl::parse("mysql+pymysql://n:p@db/nova?ssl_ca=/ca&ssl_check_hostname=false").unwrap();
-    assert!(u.to_sqlx_url().contains("ssl-mode=VERIFY_CA"));
+    assert!(u.to_sqlx_url().unwrap().contains("ssl-mode=VERIFY_CA"));
     let u = DbUrl::parse("mysql://n:p@db/nova?ssl_mode=required").unwrap();
-    assert!(u.to_sqlx_url().contains("ssl-mode=REQUIRED"));
+    assert!(u.to_sqlx_url().unwrap().contains("ssl-mode=REQUIRED"));
 
     // SQLAlchemy's password runs to the first `@`; `/` and `?` in it survive.
     let u = DbUrl::parse("mysql://u:pa/ss?@h/db").unwrap();
@@ -457,6 +457,260 @@ fn sqlalchemy_url_variants() {
     assert!(!format!("{:?}", DbUrl::parse("mysql://u:hunter2@h/db").unwrap()).contains("hunter2"));
 }
 
+/// The TLS mode each combination of TLS arguments gets. Grouped by what PyMySQL 1.2.4
+/// does with the URL through SQLAlchemy 2.1 (its `verify_mode` and `check_hostname`),
+/// except where SQLAlchemy hands PyMySQL a string for a boolean: `ssl_verify_identity`
+/// and `ssl_disabled` are any non-empty string there (so `ssl_verify_identity=false`
+/// verifies and `ssl_disabled=false` disables TLS), and a verification flag makes PyMySQL
+/// drop `ssl_ca` and the host name check for the system CA store. Here booleans are
+/// booleans and a verification the URL asks for is kept.
+#[test]
+fn tls_arguments_give_pymysql_modes() {
+    use super::db_url::SslMode::*;
+    let cases = [
+        // No TLS argument: PyMySQL tries TLS without verification (PREFERRED).
+        ("", Preferred),
+        ("charset=utf8", Preferred),
+        // CERT_REQUIRED, check_hostname=True.
+        ("ssl_ca=/ca.pem", VerifyIdentity),
+        (
+            "ssl_ca=/ca.pem&ssl_cert=/c.pem&ssl_key=/k.pem",
+            VerifyIdentity,
+        ),
+        ("ssl_ca=/ca.pem&ssl_check_hostname=true", VerifyIdentity),
+        ("ssl_ca=/ca.pem&ssl_verify_identity=true", VerifyIdentity),
+        ("ssl_verify_identity=true", VerifyIdentity),
+        (
+            "ssl_ca=/ca.pem&ssl_verify_cert=true&ssl_check_hostname=true",
+            VerifyIdentity,
+        ),
+        (
+            "ssl_verify_cert=false&ssl_verify_identity=yes",
+            VerifyIdentity,
+        ),
+        // CERT_REQUIRED, no host name check.
+        ("ssl_ca=/ca.pem&ssl_check_hostname=false", VerifyCa),
+        ("ssl_ca=/ca.pem&ssl_verify_cert=true", VerifyCa),
+        ("ssl_verify_cert=true", VerifyCa),
+        ("ssl_verify_cert=1&ssl_verify_identity=0", VerifyCa),
+        // TLS required, CERT_NONE.
+        ("ssl_ca=/ca.pem&ssl_verify_cert=false", Required),
+        ("ssl_verify_cert=false", Required),
+        ("ssl_cert=/c.pem&ssl_key=/k.pem", Required),
+        ("ssl_key=/k.pem", Required),
+        ("ssl_check_hostname=true", Required),
+        ("ssl_check_hostname=off", Required),
+        ("ssl_verify_identity=false", Required),
+        // PyMySQL's ssl_disabled, mysqlclient's ssl_mode.
+        ("ssl_disabled=true&ssl_ca=/ca.pem", Disabled),
+        ("ssl_disabled=false", Preferred),
+        ("ssl_disabled=false&ssl_ca=/ca.pem", VerifyIdentity),
+        ("ssl_mode=DISABLED&ssl_ca=/ca.pem", Disabled),
+        ("ssl_mode=preferred", Preferred),
+        ("ssl_mode=Required", Required),
+        ("ssl_mode=VERIFY_CA&ssl_ca=/ca.pem", VerifyCa),
+        ("ssl_mode=verify_identity", VerifyIdentity),
+        (
+            "ssl_mode=REQUIRED&ssl_ca=/ca.pem&ssl_check_hostname=true",
+            Required,
+        ),
+        ("ssl_mode=DISABLED&ssl_disabled=true", Disabled),
+    ];
+    for (query, mode) in cases {
+        let url = DbUrl::parse(&format!("mysql+pymysql://n:p@db/nova?{query}")).unwrap();
+        let tls = url.tls().unwrap_or_else(|e| panic!("{query}: {e}"));
+        assert_eq!(tls.mode, mode, "{query}");
+        let sqlx_url = url.to_sqlx_url().unwrap();
+        assert!(
+            sqlx_url.contains(&format!("?ssl-mode={}", mode.as_str())),
+            "{query}: {sqlx_url}"
+        );
+    }
+}
+
+#[test]
+fn tls_files_reach_sqlx() {
+    use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
+    use sqlx::ConnectOptions;
+    use std::str::FromStr;
+    let url = DbUrl::parse(
+        "mysql+pymysql://nova:s%40cret@db.example:3307/nova?charset=utf8\
+         &ssl_ca=/etc/nova/db%20ca.pem&ssl_cert=/etc/nova/client.pem&ssl_key=/etc/nova/client.key",
+    )
+    .unwrap();
+    let tls = url.tls().unwrap();
+    assert_eq!(tls.ca.as_deref(), Some("/etc/nova/db ca.pem"));
+    assert_eq!(tls.cert.as_deref(), Some("/etc/nova/client.pem"));
+    assert_eq!(tls.key.as_deref(), Some("/etc/nova/client.key"));
+    assert!(tls.notes.is_empty(), "{:?}", tls.notes);
+    let sqlx_url = url.to_sqlx_url().unwrap();
+    assert_eq!(
+        sqlx_url,
+        "mysql://nova:s%40cret@db.example:3307/nova?ssl-mode=VERIFY_IDENTITY\
+         &ssl-ca=/etc/nova/db%20ca.pem&ssl-cert=/etc/nova/client.pem&ssl-key=/etc/nova/client.key"
+    );
+    // sqlx reads them back as its ssl_mode, ssl_ca, ssl_client_cert and ssl_client_key.
+    let opts = MySqlConnectOptions::from_str(&sqlx_url).unwrap();
+    assert!(matches!(opts.get_ssl_mode(), MySqlSslMode::VerifyIdentity));
+    assert_eq!(opts.get_host(), "db.example");
+    assert_eq!(opts.get_port(), 3307);
+    let back = opts.to_url_lossy().to_string();
+    for part in [
+        "ssl-ca=file%3A+%2Fetc%2Fnova%2Fdb+ca.pem",
+        "ssl-cert=file%3A+%2Fetc%2Fnova%2Fclient.pem",
+        "ssl-key=file%3A+%2Fetc%2Fnova%2Fclient.key",
+    ] {
+        assert!(back.contains(part), "{part} in {back}");
+    }
+    for (mode, sqlx_mode) in [
+        ("DISABLED", MySqlSslMode::Disabled),
+        ("PREFERRED", MySqlSslMode::Preferred),
+        ("REQUIRED", MySqlSslMode::Required),
+        ("VERIFY_CA", MySqlSslMode::VerifyCa),
+        ("VERIFY_IDENTITY", MySqlSslMode::VerifyIdentity),
+    ] {
+        let url = DbUrl::parse(&format!("mysql://u@h/d?ssl_mode={mode}")).unwrap();
+        let opts = MySqlConnectOptions::from_str(&url.to_sqlx_url().unwrap()).unwrap();
+        assert_eq!(
+            std::mem::discriminant(&opts.get_ssl_mode()),
+            std::mem::discriminant(&sqlx_mode),
+            "{mode}"
+        );
+    }
+
+    // A client certificate without a key file: the key is read from the certificate file.
+    let url = DbUrl::parse("mysql+pymysql://u@h/d?ssl_cert=/etc/nova/both.pem").unwrap();
+    let tls = url.tls().unwrap();
+    assert_eq!(tls.mode, super::db_url::SslMode::Required);
+    assert_eq!(tls.key.as_deref(), Some("/etc/nova/both.pem"));
+    // No TLS: no files are passed, even if named.
+    let url = DbUrl::parse("mysql+pymysql://u@h/d?ssl_disabled=1&ssl_ca=/ca.pem").unwrap();
+    assert_eq!(
+        url.to_sqlx_url().unwrap(),
+        "mysql://u@h:3306/d?ssl-mode=DISABLED"
+    );
+    // The unix socket and TLS together.
+    let url = DbUrl::parse("mysql+pymysql://u@/d?unix_socket=/run/my.sock&ssl_ca=/ca.pem").unwrap();
+    assert_eq!(
+        url.to_sqlx_url().unwrap(),
+        "mysql://u@localhost:3306/d?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&socket=/run/my.sock"
+    );
+}
+
+#[test]
+fn bad_tls_arguments_are_errors() {
+    let cases = [
+        (
+            "ssl_verify_cert=maybe",
+            "ssl_verify_cert=\"maybe\" is not a boolean",
+        ),
+        (
+            "ssl_verify_identity=2",
+            "ssl_verify_identity=\"2\" is not a boolean",
+        ),
+        (
+            "ssl_check_hostname=yess",
+            "ssl_check_hostname=\"yess\" is not a boolean",
+        ),
+        (
+            "ssl_disabled=nope",
+            "ssl_disabled=\"nope\" is not a boolean",
+        ),
+        (
+            "ssl_mode=VERIFY",
+            "ssl_mode=\"VERIFY\" is not one of DISABLED, PREFERRED, REQUIRED",
+        ),
+        (
+            "ssl_mode=REQUIRED&ssl_disabled=true",
+            "ssl_disabled=true contradicts ssl_mode=REQUIRED",
+        ),
+        ("ssl_capath=/etc/ssl/certs", "ssl_capath is not supported"),
+        (
+            "ssl_ca=/ca.pem&ssl_key_password=hunter2",
+            "ssl_key_password is not supported",
+        ),
+    ];
+    for (query, expected) in cases {
+        let url = DbUrl::parse(&format!("mysql+pymysql://nova:s3cret@db/nova?{query}")).unwrap();
+        let err = url.tls().expect_err(query);
+        assert!(err.contains(expected), "{query}: {err}");
+        assert_eq!(url.to_sqlx_url().unwrap_err(), err);
+        assert!(!err.contains("s3cret") && !err.contains("hunter2"), "{err}");
+        assert!(url.driver_warnings().iter().all(|w| !w.contains("s3cret")));
+    }
+    // In nova.conf: a startup error naming the option, the password masked.
+    let err = from_ini_str(
+        "[api_database]\nconnection = mysql+pymysql://nova:s3cret@db/nova_api?ssl_verify_cert=sure\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("[api_database] connection"), "{err}");
+    assert!(
+        err.contains("ssl_verify_cert=\"sure\" is not a boolean"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+    let err = from_ini_str(
+        "[database]\nconnection = mysql+pymysql://nova:s3cret@db/nova\n\
+         connection_parameters = ssl_capath=/etc/ssl/certs\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("ssl_capath is not supported"), "{err}");
+}
+
+#[test]
+fn tls_caveats_are_warnings() {
+    let warnings = |query: &str| {
+        DbUrl::parse(&format!("mysql+pymysql://n:p@db/nova?{query}"))
+            .unwrap()
+            .driver_warnings()
+    };
+    assert!(warnings("ssl_ca=/ca.pem&charset=utf8").is_empty());
+    assert!(warnings("ssl_cert=/c.pem&ssl_key=/k.pem").is_empty());
+    assert!(warnings("").is_empty());
+    let expect_one = |query: &str, text: &str| {
+        let w = warnings(query);
+        assert_eq!(w.len(), 1, "{query}: {w:?}");
+        assert!(w[0].contains(text), "{query}: {w:?}");
+    };
+    expect_one(
+        "ssl_ca=/ca.pem&ssl_check_hostname=false",
+        "VERIFY_CA: the host name is not checked",
+    );
+    expect_one("ssl_verify_cert=true", "without ssl_ca");
+    expect_one("ssl_mode=VERIFY_IDENTITY", "without ssl_ca");
+    expect_one("ssl_key=/k.pem", "ssl_key without ssl_cert");
+    expect_one(
+        "ssl_check_hostname=true",
+        "ssl_check_hostname=true has no effect",
+    );
+    expect_one(
+        "ssl_mode=REQUIRED&ssl_verify_cert=true",
+        "ssl_verify_cert not used",
+    );
+    expect_one(
+        "ssl_cert=/c.pem&ssl_key=/k.pem&ssl_cipher=AES256-SHA",
+        "ssl_cipher is not honoured",
+    );
+    expect_one(
+        "ssl_ca=/ca.pem&compress=true",
+        "parameter \"compress\" is not passed",
+    );
+    // Config::warnings names the section.
+    let c = from_ini_str(
+        "[placement_database]\nconnection = mysql+pymysql://p:p@db/placement?ssl_verify_cert=true\n",
+    )
+    .unwrap();
+    let w = c.warnings();
+    assert!(
+        w.iter()
+            .any(|w| w
+                .starts_with("[placement_database] connection: ssl-mode VERIFY_CA without ssl_ca")),
+        "{w:?}"
+    );
+}
+
 #[test]
 fn connection_parameters_are_appended() {
     let c = from_ini_str(
@@ -466,6 +720,7 @@ fn connection_parameters_are_appended() {
     let url = c.database_url.unwrap();
     assert!(url
         .to_sqlx_url()
+        .unwrap()
         .ends_with("?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem"));
 }
 
