@@ -11,13 +11,31 @@
 //!    proxy in front of the real Placement): the daemon stops consuming, finishes the
 //!    call (the caller gets its answer and the `.end` notifications are flushed), deletes
 //!    its private fanout queue and exits 0.
+//! 3. Robustness (section "Hostile input and faults"), the daemon run with one runtime
+//!    thread and the fault-injecting gate of tests/common/claims_cloud.rs in front of
+//!    Placement: over a thousand generated hostile messages each get an answer (or, when
+//!    no reply address survives, none) while a normal call after every batch is
+//!    answered within a second and memory stays bounded; a request that asks for 10⁹
+//!    instances is refused at once; a call in flight at a kill -9 is failed and
+//!    acknowledged after the restart instead of being handled again; a call whose
+//!    claim was committed when the daemon was killed is decided again (guard off)
+//!    onto another host without keeping the first claim; a reply to a vanished queue
+//!    is logged once; SIGTERM is honoured within `graceful_shutdown_timeout`.
 
+#[path = "common/amqp_client.rs"]
+mod amqp_client;
 #[path = "common/notification_check.rs"]
 mod check;
+#[path = "common/claims_cloud.rs"]
+mod claims_cloud;
 #[path = "common/daemon_proc.rs"]
 mod daemon_proc;
+#[path = "common/http_stub.rs"]
+mod http_stub;
 #[path = "common/nova_schema.rs"]
 mod nova_schema;
+#[path = "common/placement_admin.rs"]
+mod placement_admin;
 #[path = "common/placement_server.rs"]
 mod placement_server;
 #[path = "common/venv.rs"]
@@ -330,4 +348,687 @@ async fn notifications_and_sigterm_grace_of_the_daemon() {
 
     cell.close().await;
     rabbitmqctl(&["delete_vhost", &vhost]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Hostile input and faults.
+
+use amqp_client::{failure_of, TestClient, SECRET_TOKEN};
+use claims_cloud::{uuid, Cloud, Exchange, Fault, FaultPlan, Gate};
+use http_stub::Recorded;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde_json::Map;
+use std::sync::Mutex;
+
+/// What the gate does to candidates questions and to claims, changed while a test runs.
+#[derive(Default)]
+struct Faults {
+    candidates: Option<Fault>,
+    claims: Option<Fault>,
+    candidates_seen: usize,
+    claims_seen: usize,
+}
+
+/// One test's cloud, gate, broker vhost and daemon configuration.
+struct Rig {
+    cloud: Cloud,
+    gate: Gate,
+    faults: Arc<Mutex<Faults>>,
+    dir: std::path::PathBuf,
+    conf: std::path::PathBuf,
+    amqp: String,
+    vhost: String,
+    hosts: Vec<(String, String)>,
+}
+
+impl Rig {
+    /// `hosts` hosts with room for 16 small instances each; `extra` is appended to
+    /// the daemon's nova.conf.
+    async fn new(name: &str, hosts: usize, extra: &str) -> Rig {
+        let cloud = Cloud::new(name).await;
+        let mut made = Vec::new();
+        for i in 0..hosts {
+            let host = format!("{name}-{i}");
+            let rp = cloud.host(&host, (16, 1.0), 16384, 200).await;
+            made.push((host, rp));
+        }
+        let faults: Arc<Mutex<Faults>> = Arc::default();
+        let f = faults.clone();
+        let plan: FaultPlan = Arc::new(move |r: &Recorded, _: &[Exchange]| {
+            let mut f = f.lock().unwrap();
+            if r.method == "GET" && r.path.starts_with("/allocation_candidates") {
+                f.candidates_seen += 1;
+                return f.candidates.unwrap_or(Fault::Pass);
+            }
+            if r.method == "PUT" && r.path.starts_with("/allocations/") {
+                f.claims_seen += 1;
+                return f.claims.unwrap_or(Fault::Pass);
+            }
+            Fault::Pass
+        });
+        let gate = Gate::start_faulty(name, plan).await;
+        let vhost = nova_schema::tagged(&format!("nsrs_robust_{name}"));
+        let _ = rabbitmqctl(&["delete_vhost", &vhost]);
+        let amqp = format!("amqp://guest:guest@127.0.0.1:5672/{vhost}");
+        let transport = own_vhost(&vhost);
+        let dir = std::env::temp_dir().join(format!("nsrs-robust-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("nova.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "[DEFAULT]\ntransport_url = {transport}\nhost = nsrs-robust-{name}\n\
+                 service_down_time = 3600\ngraceful_shutdown_timeout = 3\n\
+                 [database]\nconnection = {cell0}\n[api_database]\nconnection = {api}\n\
+                 [scheduler]\nworkers = 1\ndiscover_hosts_in_cells_interval = -1\n\
+                 [filter_scheduler]\nenabled_filters = ComputeFilter,ComputeCapabilitiesFilter,\
+                 ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,\
+                 JsonFilter,SameHostFilter,DifferentHostFilter,SimpleCIDRAffinityFilter,\
+                 AggregateInstanceExtraSpecsFilter,AggregateMultiTenancyIsolation,\
+                 NUMATopologyFilter,PciPassthroughFilter,IsolatedHostsFilter,MetricsFilter\n\
+                 [oslo_messaging_rabbit]\nkombu_missing_consumer_retry_timeout = 3\n\
+                 [nova_scheduler_rs]\nstate_dir = {state}\n{extra}\n{placement}",
+                cell0 = nova_schema::sqla_url(&cloud.cell0_db),
+                api = nova_schema::sqla_url(&cloud.api_db),
+                state = dir.join("state").display(),
+                placement = placement_section(&gate.url),
+            ),
+        )
+        .unwrap();
+        Rig {
+            cloud,
+            gate,
+            faults,
+            dir,
+            conf,
+            amqp,
+            vhost,
+            hosts: made,
+        }
+    }
+
+    fn start(&self, log: &str) -> Daemon {
+        let daemon = Daemon::start(&self.conf, self.dir.join(log), &[]);
+        daemon.wait_ready();
+        daemon
+    }
+
+    fn set(&self, change: impl FnOnce(&mut Faults)) {
+        change(&mut self.faults.lock().unwrap());
+    }
+
+    fn seen(&self) -> (usize, usize) {
+        let f = self.faults.lock().unwrap();
+        (f.candidates_seen, f.claims_seen)
+    }
+
+    /// A boot of `uuids` that any host of this rig takes.
+    fn boot_args(&self, uuids: &[String], version: &str) -> Value {
+        let mut args = json!({
+            "spec_obj": self.cloud.spec((1, 512, 1), json!({}), uuids),
+            "return_objects": true,
+            "return_alternates": true,
+        });
+        if version != "4.3" {
+            args["instance_uuids"] = json!(uuids);
+        }
+        args
+    }
+
+    /// A normal single-instance call: answered with a host, in how long. Its claim
+    /// is deleted afterwards.
+    async fn normal_call(&self, client: &mut TestClient) -> Duration {
+        let uuids = vec![uuid()];
+        let started = Instant::now();
+        let reply = client
+            .call("nova", "scheduler", "select_destinations", self.boot_args(&uuids, "4.5"), "4.5")
+            .await;
+        let took = started.elapsed();
+        assert_eq!(reply.inner["failure"], Value::Null, "{}", reply.inner);
+        self.cloud.admin.delete_allocations(&uuids[0]).await;
+        took
+    }
+
+    async fn finish(self) {
+        rabbitmqctl(&["delete_vhost", &self.vhost]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.cloud.cell.close().await;
+    }
+}
+
+/// The messages of the `scheduler` queue: (ready, unacknowledged).
+fn scheduler_queue(vhost: &str) -> (u64, u64) {
+    let out = rabbitmqctl(&[
+        "list_queues", "-q", "-p", vhost, "name", "messages_ready", "messages_unacknowledged",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let mut p = l.split_whitespace();
+            (p.next() == Some("scheduler")).then(|| {
+                let n = |s: Option<&str>| s.and_then(|s| s.parse().ok()).unwrap_or(0);
+                (n(p.next()), n(p.next()))
+            })
+        })
+        .next()
+        .unwrap_or((0, 0))
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn wait_until(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn kill_9(daemon: &mut Daemon) {
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+}
+
+/// One generated message: its raw body and properties, and the `_msg_id` of the
+/// reply it must get (`None`: no reply address survives in it).
+struct Hostile {
+    body: Vec<u8>,
+    props: lapin::BasicProperties,
+    expect_reply: Option<String>,
+    kind: &'static str,
+}
+
+/// A value of a random kind, at the limits: numbers at the edges of JSON's and
+/// Python's ranges, long and unusual strings, lists, objects, deep nesting.
+fn random_value(rng: &mut StdRng, depth: u32) -> Value {
+    let strings = [
+        "", " ", "None", "True", "0x10", "1e999", "-0", "../../etc", "\u{202e}evil", "\u{200b}",
+        "e\u{301}", "🚀🔥", "\u{ffff}", "名前", "<script>", "%00", "\\", "\"", "a\nb",
+    ];
+    match rng.random_range(0..16u32) {
+        0 => Value::Null,
+        1 => json!(rng.random_bool(0.5)),
+        2 => json!(i64::MAX),
+        3 => json!(i64::MIN),
+        4 => json!(u64::MAX),
+        5 => json!(-1),
+        6 => json!(1e308),
+        7 => json!(-2.5e-308),
+        8 => json!(strings[rng.random_range(0..strings.len())]),
+        9 => json!("x".repeat(rng.random_range(1..20_000))),
+        10 => json!("é🚀".repeat(rng.random_range(1..2_000))),
+        11 if depth < 4 => Value::Array(
+            (0..rng.random_range(0..20))
+                .map(|_| random_value(rng, depth + 1))
+                .collect(),
+        ),
+        12 if depth < 4 => Value::Object(
+            (0..rng.random_range(0..10))
+                .map(|i| (format!("k{i}{}", strings[i % strings.len()]), random_value(rng, depth + 1)))
+                .collect(),
+        ),
+        13 => {
+            let mut v = json!(1);
+            for _ in 0..rng.random_range(20..200) {
+                v = json!([v]);
+            }
+            v
+        }
+        14 => json!(Value::Array((0..rng.random_range(1000..20_000)).map(|i| json!(i)).collect())),
+        _ => json!(rng.random_range(-1_000_000..1_000_000i64)),
+    }
+}
+
+/// Replaces one randomly chosen node of `v` (any depth) by `with`.
+fn replace_random_node(rng: &mut StdRng, v: &mut Value, with: Value) {
+    let descend = match v {
+        Value::Object(m) if !m.is_empty() => rng.random_bool(0.75),
+        Value::Array(a) if !a.is_empty() => rng.random_bool(0.75),
+        _ => false,
+    };
+    if !descend {
+        *v = with;
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            let k = m.keys().nth(rng.random_range(0..m.len())).cloned().unwrap();
+            replace_random_node(rng, m.get_mut(&k).unwrap(), with);
+        }
+        Value::Array(a) => {
+            let i = rng.random_range(0..a.len());
+            replace_random_node(rng, &mut a[i], with);
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn deep(levels: usize) -> String {
+    format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+/// The `n`-th hostile message, made from a valid call (`base`, whose `_msg_id` is
+/// replaced) by one of the kinds below.
+fn hostile(n: usize, rng: &mut StdRng, base: &Map<String, Value>) -> Hostile {
+    let msg_id = format!("hostile{n:05}{}", uuid::Uuid::new_v4().simple());
+    let mut m = base.clone();
+    m.insert("_msg_id".into(), json!(msg_id));
+    m.insert("_unique_id".into(), json!(uuid::Uuid::new_v4().simple().to_string()));
+    let plain = TestClient::properties(false, Some("60000"));
+    let envelope = |m: &Map<String, Value>| {
+        nova_scheduler::rpc::envelope::encode_envelope(&Value::Object(m.clone()))
+    };
+    let reply = Some(msg_id.clone());
+    let (body, props, expect_reply, kind): (Vec<u8>, _, Option<String>, &str) = match n % 14 {
+        // The spec, one node replaced by anything.
+        0 | 1 | 2 => {
+            let with = random_value(rng, 0);
+            let spec = m.get_mut("args").unwrap().get_mut("spec_obj").unwrap();
+            replace_random_node(rng, spec, with);
+            (envelope(&m), plain, reply, "spec node")
+        }
+        // Scheduler hints of every shape (JsonFilter queries, CIDRs, host lists).
+        3 => {
+            let hints = match rng.random_range(0..6u32) {
+                0 => json!({"query": [deep(rng.random_range(10..150))]}),
+                1 => json!({"query": [format!("[\"and\", {}]", "[\">=\", \"$free_ram_mb\", 1], ".repeat(rng.random_range(1..500)).trim_end_matches(", "))]}),
+                2 => json!({"query": [json!(["or", ["=", "$hypervisor_hostname", "🚀"], ["in", "$x"], ["not"], ["<", "$free_disk_mb", "x"]]).to_string()]}),
+                3 => json!({"build_near_host_ip": [random_value(rng, 0)], "cidr": [random_value(rng, 0)]}),
+                4 => json!({"same_host": [random_value(rng, 0)], "different_host": random_value(rng, 0)}),
+                _ => json!({format!("h{}", "x".repeat(rng.random_range(1..300))): [random_value(rng, 0)]}),
+            };
+            m["args"]["spec_obj"]["nova_object.data"]["scheduler_hints"] = hints;
+            (envelope(&m), plain, reply, "hints")
+        }
+        // Image properties and flavor extra specs with odd values.
+        4 => {
+            let key = ["hw_cpu_policy", "hw_numa_nodes", "hw_mem_page_size", "img_hv_requested_version",
+                "hw_architecture", "hw_pci_numa_affinity_policy", "hw_cpu_max_sockets", "os_secure_boot"]
+                [rng.random_range(0..8)];
+            m["args"]["spec_obj"]["nova_object.data"]["image"]["nova_object.data"]["properties"]
+                ["nova_object.data"][key] = random_value(rng, 0);
+            let spec_key = ["hw:cpu_policy", "hw:numa_nodes", "hw:mem_page_size", "pci_passthrough:alias",
+                "resources:VCPU", "trait:CUSTOM_X", "capabilities:cpu_info:arch", "aggregate_instance_extra_specs:x"]
+                [rng.random_range(0..8)];
+            let value = match random_value(rng, 0) {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            m["args"]["spec_obj"]["nova_object.data"]["flavor"]["nova_object.data"]["extra_specs"]
+                [spec_key] = json!(value);
+            (envelope(&m), plain, reply, "image and extra specs")
+        }
+        // Numbers at the limits where nova reads integers.
+        5 => {
+            let field = ["vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap", "id"][rng.random_range(0..6)];
+            let value = [json!(i64::MAX), json!(i64::MIN), json!(u64::MAX), json!(-1), json!(1e300),
+                json!(0.5), json!("12"), json!("")][rng.random_range(0..8)].clone();
+            m["args"]["spec_obj"]["nova_object.data"]["flavor"]["nova_object.data"][field] = value;
+            (envelope(&m), plain, reply, "flavor numbers")
+        }
+        // How many instances, and which.
+        6 => {
+            match rng.random_range(0..5u32) {
+                0 => m["args"]["spec_obj"]["nova_object.data"]["num_instances"] = json!(1_000_000_000u64),
+                1 => m["args"]["spec_obj"]["nova_object.data"]["num_instances"] = json!(i64::MIN),
+                2 => m["args"]["instance_uuids"] = json!(["not-a-uuid", "../../resource_providers"]),
+                3 => m["args"]["instance_uuids"] = json!((0..5000).map(|_| uuid()).collect::<Vec<_>>()),
+                _ => m["args"]["instance_uuids"] = random_value(rng, 0),
+            }
+            m.insert("version".into(), json!("4.5"));
+            (envelope(&m), plain, reply, "instances")
+        }
+        // Object versions and names.
+        7 => {
+            let path = ["spec_obj", "flavor", "image"][rng.random_range(0..3)];
+            let obj = match path {
+                "spec_obj" => &mut m["args"]["spec_obj"],
+                other => &mut m["args"]["spec_obj"]["nova_object.data"][other],
+            };
+            let field = ["nova_object.version", "nova_object.name", "nova_object.namespace", "nova_object.data"]
+                [rng.random_range(0..4)];
+            obj[field] = [json!("2.0"), json!("1.999"), json!("x"), Value::Null, json!({}), json!("Instance")]
+                [rng.random_range(0..6)].clone();
+            (envelope(&m), plain, reply, "object versions")
+        }
+        // The request context.
+        8 => {
+            let key = ["_context_request_id", "_context_roles", "_context_user_id", "_context_is_admin",
+                "_context_global_request_id", "_context_service_catalog", "_context_timestamp"]
+                [rng.random_range(0..7)];
+            m.insert(key.into(), random_value(rng, 0));
+            (envelope(&m), plain, reply, "context")
+        }
+        // Method, version, namespace, args.
+        9 => {
+            match rng.random_range(0..6u32) {
+                0 => m.insert("method".into(), json!(["_private", "nope", "", "__init__"][rng.random_range(0..4)])),
+                1 => m.insert("version".into(), json!(["5.0", "4.99", "x", "4", ""][rng.random_range(0..5)])),
+                2 => m.insert("namespace".into(), json!("baseapi")),
+                3 => m.insert("args".into(), random_value(rng, 0)),
+                4 => m.insert("_timeout".into(), random_value(rng, 0)),
+                _ => m.insert("method".into(), random_value(rng, 0)),
+            };
+            (envelope(&m), plain, reply, "dispatch")
+        }
+        // Envelopes that cannot be read, with the reply address still findable.
+        10 => {
+            let inner = Value::Object(m.clone()).to_string();
+            let (body, kind) = match rng.random_range(0..5u32) {
+                0 => (json!({"oslo.version": "3.0", "oslo.message": inner}).to_string(), "envelope version"),
+                1 => (json!({"oslo.version": "2.0", "oslo.message": format!("{inner}}}")}).to_string(), "inner not JSON"),
+                2 => (json!({"oslo.version": "2.0", "oslo.message": inner.replacen("{", &format!("{{\"deep\": {}, ", deep(400)), 1)}).to_string(), "depth 400"),
+                3 => (json!({"oslo.version": "2.0", "oslo.message": inner.replacen("{", "{\"bad\": \"\\ud800\", ", 1)}).to_string(), "lone surrogate"),
+                _ => (format!("{{\"oslo.version\": \"2.0\", \"oslo.message\": {}", serde_json::to_string(&inner).unwrap()), "outer truncated"),
+            };
+            (body.into_bytes(), plain, reply, kind)
+        }
+        // Sizes: over the bound, plain and compressed (a zlib bomb).
+        11 => {
+            m["args"]["spec_obj"]["nova_object.data"]["scheduler_hints"] =
+                json!({"pad": ["p".repeat(3 * 1024 * 1024)]});
+            if rng.random_bool(0.5) {
+                (envelope(&m), plain, reply, "too large")
+            } else {
+                let body = nova_scheduler::rpc::envelope::compress_zlib(&envelope(&m));
+                // The reply address comes after the padding: it cannot be found
+                // in what the bound lets through, so no reply is expected.
+                (body, TestClient::properties(true, Some("60000")), None, "zlib bomb")
+            }
+        }
+        // Bodies with no reply address at all, and wrong content types.
+        12 => {
+            let body: Vec<u8> = match rng.random_range(0..4u32) {
+                0 => b"\xff\xfe not json".to_vec(),
+                1 => b"[]".to_vec(),
+                2 => Vec::new(),
+                _ => (0..rng.random_range(1..4000)).map(|_| rng.random::<u8>()).collect(),
+            };
+            (body, plain, None, "garbage")
+        }
+        // Unicode everywhere it is a string.
+        _ => {
+            let weird = ["名前🚀", "\u{202e}\u{200b}", "e\u{301}\u{301}\u{301}", "\u{10ffff}"][rng.random_range(0..4)];
+            let data = &mut m["args"]["spec_obj"]["nova_object.data"];
+            data["availability_zone"] = json!(weird);
+            data["flavor"]["nova_object.data"]["name"] = json!(weird);
+            data["image"]["nova_object.data"]["name"] = json!(weird);
+            data["project_id"] = json!(weird);
+            m.insert("_context_request_id".into(), json!(format!("req-{weird}")));
+            (envelope(&m), plain, reply, "unicode")
+        }
+    };
+    Hostile {
+        body,
+        props,
+        expect_reply,
+        kind,
+    }
+}
+
+/// Over a thousand hostile messages, in batches, with one runtime thread: each that
+/// names its reply queue gets a reply within the batch's bound, a normal call after
+/// every batch is answered within a second, the process stays under 256 MiB, and
+/// no log line carries the context's token. Before them, a request for 10⁹
+/// instances without uuids (nova's loop would run that often) is refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_messages_are_answered_and_never_stall_the_daemon() {
+    const MESSAGES: usize = 1050;
+    const BATCH: usize = 75;
+    const RSS_CEILING_KIB: u64 = 256 * 1024;
+    let rig = Rig::new("hostile", 3, "").await;
+    let mut daemon = rig.start("daemon.log");
+    let mut client = TestClient::on(&rig.amqp).await;
+    rig.normal_call(&mut client).await;
+
+    let mut huge = rig.boot_args(&[uuid()], "4.3");
+    huge["spec_obj"]["nova_object.data"]["num_instances"] = json!(1_000_000_000u64);
+    let started = Instant::now();
+    let reply = client
+        .call("nova", "scheduler", "select_destinations", huge, "4.3")
+        .await;
+    let failure = failure_of(&reply);
+    assert_eq!(failure["class"], "NoValidHost", "{failure}");
+    assert!(
+        failure["message"].as_str().unwrap().contains("max_instances_per_request"),
+        "{failure}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    let normal = rig.normal_call(&mut client).await;
+    assert!(normal < Duration::from_secs(1), "normal call after the huge one: {normal:?}");
+
+    let (req, _) = client.as_call(
+        TestClient::request("select_destinations", rig.boot_args(&[uuid()], "4.3"), Some("4.3")),
+        json!(60),
+    );
+    let mut rng = StdRng::seed_from_u64(
+        std::env::var("NSRS_HOSTILE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(27),
+    );
+    let mut answered = 0;
+    let mut unanswerable = 0;
+    let mut max_rss = 0;
+    let mut slowest_normal = Duration::ZERO;
+    let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
+    for batch in 0..MESSAGES.div_ceil(BATCH) {
+        let mut waiting = std::collections::BTreeSet::new();
+        for n in batch * BATCH..((batch + 1) * BATCH).min(MESSAGES) {
+            let h = hostile(n, &mut rng, &req);
+            *kinds.entry(h.kind).or_default() += 1;
+            client
+                .publish_raw("nova", "scheduler", &h.body, h.props)
+                .await;
+            match h.expect_reply {
+                Some(id) => {
+                    waiting.insert(id);
+                }
+                None => unanswerable += 1,
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !waiting.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(reply) = client.next_reply(left).await else {
+                panic!(
+                    "batch {batch}: no reply within 60 s for {} messages, e.g. {:?}\n{}",
+                    waiting.len(),
+                    waiting.iter().next(),
+                    daemon.log_text().lines().rev().take(30).collect::<Vec<_>>().join("\n")
+                );
+            };
+            if reply.inner["ending"] == true {
+                if let Some(id) = reply.inner["_msg_id"].as_str() {
+                    if waiting.remove(id) {
+                        answered += 1;
+                    }
+                }
+            }
+        }
+        assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon exited");
+        max_rss = max_rss.max(rss_kib(daemon.child.id()));
+        assert!(max_rss < RSS_CEILING_KIB, "RSS {max_rss} KiB after batch {batch}");
+        let took = rig.normal_call(&mut client).await;
+        slowest_normal = slowest_normal.max(took);
+        assert!(took < Duration::from_secs(1), "normal call after batch {batch}: {took:?}");
+    }
+    let log = daemon.log_text();
+    assert!(!log.contains(SECRET_TOKEN), "the context's token is in the log");
+    assert!(log.lines().count() < 20 * MESSAGES, "{} log lines", log.lines().count());
+    eprintln!(
+        "hostile messages: {MESSAGES} sent ({answered} answered, {unanswerable} without a reply \
+         address), kinds {kinds:?}; max RSS {} MiB; slowest normal call {slowest_normal:?}",
+        max_rss / 1024
+    );
+    kill_9(&mut daemon);
+    rig.finish().await;
+}
+
+/// A call in flight when the daemon is killed (its candidates question hangs in
+/// the gate) comes back after the restart; the record of requests in flight says
+/// it was there at the death, so it is answered with a failure and acknowledged, not
+/// handled again: Placement is not asked again and the queue is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_at_a_crash_is_failed_not_handled_again() {
+    let rig = Rig::new("poison", 2, "").await;
+    let mut daemon = rig.start("daemon.log");
+    let mut client = TestClient::on(&rig.amqp).await;
+    rig.set(|f| f.candidates = Some(Fault::Hang));
+    let uuids = vec![uuid()];
+    let (req, msg_id) = client.as_call(
+        TestClient::request("select_destinations", rig.boot_args(&uuids, "4.5"), Some("4.5")),
+        json!(60),
+    );
+    client.publish("nova", "scheduler", &req).await;
+    wait_until("the candidates question", 30, || rig.seen().0 == 1).await;
+    kill_9(&mut daemon);
+    assert_eq!(scheduler_queue(&rig.vhost), (1, 0), "the call is back in the queue");
+    rig.set(|f| f.candidates = None);
+
+    let restarted = rig.start("daemon2.log");
+    let replies = client.replies_until_ending(&msg_id).await;
+    let failure = failure_of(replies.last().unwrap());
+    assert!(
+        failure["message"].as_str().unwrap().contains("stopped 1 time(s)"),
+        "{failure}"
+    );
+    assert_eq!(rig.seen().0, 1, "the poison call was not handled again");
+    wait_until("the queue to empty", 10, || scheduler_queue(&rig.vhost) == (0, 0)).await;
+    assert_eq!(rig.cloud.admin.allocations(&uuids[0]).await["allocations"], json!({}));
+    let log = restarted.log_text();
+    assert_eq!(log.matches("max_message_crashes").count(), 1, "{log}");
+    assert!(rig.normal_call(&mut client).await < Duration::from_secs(1));
+    drop(restarted);
+    rig.finish().await;
+}
+
+/// kill -9 after Placement committed a claim and before the reply went out (the
+/// gate holds the claim's answer). With the crash guard off, the call is handled
+/// again by the restarted daemon; the claimed host was disabled meanwhile, so the
+/// new decision picks another one, and its claim replaces the first instead of
+/// adding to it: the instance holds allocations on one host only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_call_replaces_the_claim_its_first_delivery_committed() {
+    let rig = Rig::new("killclaim", 2, "max_message_crashes = 0").await;
+    let mut daemon = rig.start("daemon.log");
+    let mut client = TestClient::on(&rig.amqp).await;
+    rig.set(|f| f.claims = Some(Fault::HoldAnswer));
+    let uuids = vec![uuid()];
+    let (req, msg_id) = client.as_call(
+        TestClient::request("select_destinations", rig.boot_args(&uuids, "4.5"), Some("4.5")),
+        json!(60),
+    );
+    client.publish("nova", "scheduler", &req).await;
+    wait_until("the committed claim", 30, || {
+        rig.gate.puts().iter().any(|(c, s)| c == &uuids[0] && *s == 0)
+    })
+    .await;
+    kill_9(&mut daemon);
+    let first = rig.cloud.admin.providers_held(&uuids[0]).await;
+    assert_eq!(first.len(), 1, "the claim was committed: {first:?}");
+    let first_host = &rig.hosts.iter().find(|(_, rp)| rp == &first[0]).unwrap().0;
+    sqlx::query("UPDATE services SET disabled = 1 WHERE host = ?")
+        .bind(first_host)
+        .execute(&rig.cloud.cell)
+        .await
+        .unwrap();
+    rig.set(|f| f.claims = None);
+
+    let restarted = rig.start("daemon2.log");
+    let replies = client.replies_until_ending(&msg_id).await;
+    let last = replies.last().unwrap();
+    assert_eq!(last.inner["failure"], Value::Null, "{}", last.inner);
+    let chosen = &last.inner["result"][0][0]["nova_object.data"]["compute_node_uuid"];
+    assert_ne!(chosen, &json!(first[0]));
+    assert_eq!(
+        rig.cloud.admin.providers_held(&uuids[0]).await,
+        vec![chosen.as_str().unwrap().to_string()],
+        "one host holds the instance"
+    );
+    assert!(restarted.log_text().contains("replaced, not kept"));
+    rig.cloud.admin.delete_allocations(&uuids[0]).await;
+    drop(restarted);
+    rig.finish().await;
+}
+
+/// The caller's reply queue is deleted while its call is handled (a conductor
+/// restarted): the daemon retries the reply for kombu_missing_consumer_retry_timeout
+/// and logs it once when it starts and once when it gives up, never the body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_to_a_vanished_queue_is_logged_once() {
+    let rig = Rig::new("goneq", 1, "").await;
+    let daemon = rig.start("daemon.log");
+    let client = TestClient::on(&rig.amqp).await;
+    rig.set(|f| f.candidates = Some(Fault::Delay(Duration::from_secs(2))));
+    let uuids = vec![uuid()];
+    let (req, _) = client.as_call(
+        TestClient::request("select_destinations", rig.boot_args(&uuids, "4.5"), Some("4.5")),
+        json!(60),
+    );
+    client.publish("nova", "scheduler", &req).await;
+    wait_until("the candidates question", 30, || rig.seen().0 == 1).await;
+    client.delete_reply_queue().await;
+    wait_until("the reply to be abandoned", 30, || {
+        daemon.log_text().contains("Abandoning")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = daemon.log_text();
+    assert_eq!(log.matches("reply queue is missing").count(), 1, "{log}");
+    assert_eq!(log.matches("Abandoning").count(), 1, "{log}");
+    assert!(!log.contains("Server returned us a message"), "{log}");
+    assert!(!log.contains("oslo.message"), "a body was logged:\n{log}");
+    assert!(log.len() < 64 * 1024, "{} bytes of log", log.len());
+    rig.cloud.admin.delete_allocations(&uuids[0]).await;
+    drop(daemon);
+    rig.finish().await;
+}
+
+/// SIGTERM while a call hangs in Placement: the daemon stops consuming, waits
+/// graceful_shutdown_timeout (3 s here) for the call, then exits 0 without answering
+/// it; the broker holds the call again for the next daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_is_honoured_within_graceful_shutdown_timeout() {
+    let rig = Rig::new("sigterm", 1, "").await;
+    let mut daemon = rig.start("daemon.log");
+    let client = TestClient::on(&rig.amqp).await;
+    rig.set(|f| f.candidates = Some(Fault::Hang));
+    let (req, _) = client.as_call(
+        TestClient::request("select_destinations", rig.boot_args(&[uuid()], "4.5"), Some("4.5")),
+        json!(60),
+    );
+    client.publish("nova", "scheduler", &req).await;
+    wait_until("the candidates question", 30, || rig.seen().0 == 1).await;
+    let pid = daemon.child.id().to_string();
+    let signalled = Instant::now();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(15),
+            "still running {:?} after SIGTERM:\n{}",
+            signalled.elapsed(),
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = signalled.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(took >= Duration::from_secs(3), "exited before the grace period: {took:?}");
+    assert!(daemon.log_text().contains("graceful_shutdown_timeout is over"));
+    wait_until("the call to be back in the queue", 10, || {
+        scheduler_queue(&rig.vhost) == (1, 0)
+    })
+    .await;
+    eprintln!("SIGTERM with a hung call: exited after {took:?}");
+    rig.finish().await;
 }

@@ -368,6 +368,8 @@ pub enum Fault {
     DropAnswer,
     /// Forward it, then answer this status instead of Placement's (a proxy's 502).
     ReplaceAnswer(u16),
+    /// Forward it (Placement applies it), then never answer.
+    HoldAnswer,
     /// Answer this status without forwarding (nothing is applied).
     Refuse(u16),
     /// Never forward, never answer.
@@ -456,6 +458,11 @@ impl Gate {
                                 json!({"errors": [{"status": status, "code": "placement.undefined_code",
                                     "title": "refused by the test's gate", "detail": "refused"}]}),
                             ));
+                        }
+                        Fault::HoldAnswer => {
+                            let _ = forward(&http, &target, &r).await;
+                            log.lock().expect("log").push(record(0));
+                            std::future::pending::<()>().await;
                         }
                         Fault::DropAnswer | Fault::ReplaceAnswer(_) => {
                             let _ = forward(&http, &target, &r).await;

@@ -97,13 +97,14 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts the daemon on `conf` with `RUST_LOG=info` and the extra `env`.
+    /// Starts the daemon on `conf` with its own default log filter (`RUST_LOG`
+    /// unset) and the extra `env`.
     pub fn start(conf: &Path, log: PathBuf, env: &[(&str, &str)]) -> Daemon {
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
             .arg("--config-file")
             .arg(conf)
-            .env("RUST_LOG", "info")
+            .env_remove("RUST_LOG")
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
