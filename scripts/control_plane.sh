@@ -454,6 +454,7 @@ cmd_status() {
 cmd_test() {
     local rc=0
     trap 'cmd_down || true' EXIT
+    trap 'exit 143' TERM INT
     cmd_up
     export NSRS_CP_STATE=$CP NSRS_CP_API_PORT=$CP_API_PORT NSRS_CP_PLACEMENT_PORT=$CP_PLACEMENT_PORT
     (cd "$NSRS_REPO" && "$NSRS_VENV/bin/python" -m pytest tests/control_plane -v "$@") || rc=$?

@@ -208,6 +208,18 @@ def test_live_migration(nova, placement, computes, small):
     H.wait_for("the migration's allocation to go", lambda: placement.allocations(mig["uuid"]) == {})
     H.assert_allocated_on(placement, s, dst, small)
 
+    # Again, to a named host: the scheduler is asked about that host only (requested_destination).
+    target = next(h for h in sorted(computes) if h not in (src, dst))
+    nova.action(s["id"], {"os-migrateLive": {"host": target, "block_migration": "auto"}})
+    H.wait_for("the second live migration to finish",
+               lambda: [m for m in nova.migrations(s["id"]) if m["migration_type"] == "live-migration"
+                        and m["dest_compute"] == target and m["status"] in ("completed", "error", "failed")])
+    s = nova.wait_status(s["id"], "ACTIVE")
+    assert H.host_of(s) == target
+    H.wait_for("the migrations' allocations to go",
+               lambda: all(placement.allocations(m["uuid"]) == {} for m in nova.migrations(s["id"])))
+    H.assert_allocated_on(placement, s, target, small)
+
 
 def test_shelve_offload_unshelve(nova, placement, endpoints, small):
     s = boot_active(nova, small)
