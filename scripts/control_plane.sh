@@ -431,8 +431,10 @@ cmd_down() {
         nsrs_port_open "$port" && left+=("$port")
     done
     if [ ${#left[@]} -gt 0 ]; then
+        ss -ltnp 2>/dev/null | grep -E ":($(IFS='|'; echo "${left[*]}"))\b" >&2 || true
         nsrs_die "after stopping, something still listens on 127.0.0.1 port(s) ${left[*]}"
     fi
+    rm -rf "$CP_PIDS"
     nsrs_log "control plane is down (databases ${CP_DB_PREFIX}* and logs in $CP kept for inspection)"
 }
 
