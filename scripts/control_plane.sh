@@ -381,6 +381,8 @@ stop_all() {
 
 cmd_up() {
     local t0=$SECONDS host
+    [ "${NSRS_SERVICES:-}" = external ] &&
+        nsrs_die "the control plane makes its own RabbitMQ vhost and watches queues with rabbitmqctl: local services only"
     nsrs_ensure_services
     nsrs_ensure_venv
     [ -d "$CP_PIDS" ] && stop_all
