@@ -252,11 +252,17 @@ def test_evacuate(nova, placement, computes, small):
         assert nova.set_service(src, forced_down=True)["forced_down"] is True
         assert nova.compute_services()[src]["state"] == "down"
         nova.action(s["id"], {"evacuate": {}})
-        s = nova.wait_status(s["id"], "ACTIVE", timeout=120)
+        # nova-compute makes the server ACTIVE a moment before it moves it to its new host
+        # and marks the migration done: wait for the migration.
+        H.wait_for("the evacuation to finish",
+                   lambda: [m for m in nova.migrations(s["id"]) if m["migration_type"] == "evacuation"
+                            and m["status"] in ("done", "failed", "error")], timeout=120)
+        mig = _migration(nova, s["id"], "evacuation")
+        assert mig["status"] == "done", mig
+        s = nova.wait_status(s["id"], "ACTIVE")
         dst = H.host_of(s)
         assert dst in computes and dst != src
-        mig = _migration(nova, s["id"], "evacuation")
-        assert (mig["source_compute"], mig["dest_compute"], mig["status"]) == (src, dst, "done")
+        assert (mig["source_compute"], mig["dest_compute"]) == (src, dst)
         trees = H.allocation_trees(placement, s["id"])
         assert trees == {src: H.flavor_resources(small), dst: H.flavor_resources(small)}, trees
     finally:
