@@ -9,7 +9,9 @@
 #                              they are (e.g. a restored dump of a seeded cloud)
 #   scripts/stack.sh seed ARGS seed compute nodes (scripts/seed_cloud.py ARGS)
 #   scripts/stack.sh down      stop what 'up' started (Placement, heartbeat, a demo daemon;
-#                              RabbitMQ/MariaDB only if 'up' had to start them)
+#                              RabbitMQ/MariaDB only if 'up' had to start them) and a
+#                              control plane (scripts/control_plane.sh) left running
+#   scripts/stack.sh stop      stop Placement, the heartbeat and a demo daemon only
 #   scripts/stack.sh status    what is running
 #   scripts/stack.sh services  only install/start RabbitMQ and MariaDB
 #   scripts/stack.sh venv      only build/locate the Python venv (prints its path)
@@ -220,6 +222,9 @@ cmd_up() {
 
 cmd_down() {
     stop_ours
+    if [ -d "${NSRS_CP_STATE:-$NSRS_STATE/cp}/pids" ]; then
+        "$NSRS_REPO/scripts/control_plane.sh" down || true
+    fi
     if [ -f "$NSRS_STATE/.started-rabbitmq" ]; then
         nsrs_log "stopping RabbitMQ (started by stack.sh)"
         rabbitmqctl -q stop >/dev/null 2>&1 || true
@@ -277,13 +282,14 @@ case "${1:-}" in
 up) cmd_up ;;
 start) cmd_start ;;
 down) cmd_down ;;
+stop) stop_ours ;;
 status) cmd_status ;;
 services) nsrs_ensure_services ;;
 venv) nsrs_ensure_venv && echo "$NSRS_VENV" ;;
 seed) shift && cmd_seed "$@" ;;
 env) cmd_env ;;
 *)
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

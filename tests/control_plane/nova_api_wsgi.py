@@ -1,0 +1,12 @@
+"""nova-api's WSGI application (nova.wsgi.osapi_compute) for gunicorn.
+
+nova parses sys.argv as its own command line when the app is loaded; under
+gunicorn that is gunicorn's command line, which nova refuses. Its config files
+come from OS_NOVA_CONFIG_DIR (api-paste.ini and nova.conf), as with any WSGI
+server, so nothing else is needed here.
+"""
+import sys
+
+sys.argv = [sys.argv[0]]
+
+from nova.wsgi.osapi_compute import application  # noqa: E402,F401
