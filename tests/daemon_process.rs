@@ -409,7 +409,9 @@ impl Rig {
         });
         let gate = Gate::start_faulty(name, plan).await;
         let vhost = nova_schema::tagged(&format!("nsrs_robust_{name}"));
-        let _ = rabbitmqctl(&["delete_vhost", &vhost]);
+        let _ = Command::new("rabbitmqctl")
+            .args(["delete_vhost", &vhost])
+            .output();
         let amqp = format!("amqp://guest:guest@127.0.0.1:5672/{vhost}");
         let transport = own_vhost(&vhost);
         let dir = std::env::temp_dir().join(format!("nsrs-robust-{name}-{}", std::process::id()));
