@@ -367,7 +367,7 @@ impl SchedulerManager {
                 redelivery::earlier_claims(
                     &self.placement,
                     &self.store,
-                    &request.spec,
+                    &request.spec.ignore_hosts,
                     uuids,
                     global_request_id.as_deref(),
                 )
@@ -762,6 +762,66 @@ impl SchedulerManager {
             BATCH_CLAIM_ATTEMPTS,
             true,
         )
+    }
+
+    /// A `select_destinations` that was in flight when the daemon died (a poison
+    /// message), answered without being decided again: the claims its earlier
+    /// attempts left on its instances are taken back (the same rule as a
+    /// redelivered request's, see `redelivery`), then it fails. Only the instance
+    /// uuids and `ignore_hosts` are read from it, never the whole request, which
+    /// may be what killed the daemon.
+    pub async fn abandon_select_destinations(
+        &self,
+        args: &Map<String, Value>,
+        failure: RemoteError,
+    ) -> RemoteError {
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let uuids: Vec<String> = strings(args.get("instance_uuids"))
+            .into_iter()
+            .filter(|u| uuid::Uuid::try_parse(u).is_ok())
+            .take(self.options.max_instances_per_request as usize)
+            .collect();
+        let ignore_hosts = strings(
+            args.get("spec_obj")
+                .and_then(|s| s.get("nova_object.data"))
+                .and_then(|d| d.get("ignore_hosts")),
+        );
+        if uuids.is_empty() {
+            return failure;
+        }
+        let earlier =
+            redelivery::earlier_claims(&self.placement, &self.store, &ignore_hosts, &uuids, None)
+                .await;
+        if earlier.is_empty() {
+            return failure;
+        }
+        let project_id = args
+            .get("spec_obj")
+            .and_then(|s| s["nova_object.data"]["project_id"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let user_id = args
+            .get("spec_obj")
+            .and_then(|s| s["nova_object.data"]["user_id"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let waited = ClaimTime::default();
+        let mut claims =
+            claims::PlacementClaims::new(&self.placement, None, project_id, user_id, None, &waited)
+                .with_earlier_claims(earlier);
+        if let Err(e) = crate::scheduler::Claimer::release(&mut claims, &[]).await {
+            warn!(error = %e, "could not take back the claims of an abandoned request");
+        }
+        failure
     }
 
     /// The methods of nova's manager this daemon serves.
@@ -1162,6 +1222,19 @@ impl Endpoint for ManagerEndpoint {
 
     fn has_method(&self, method: &str) -> bool {
         self.0.has_method(method)
+    }
+
+    fn abandon(&self, call: IncomingCall, crashes: u32) -> EndpointFuture {
+        let failure = crate::rpc::dispatcher::poisoned(&call.method, crashes);
+        if call.method != "select_destinations" {
+            return Box::pin(std::future::ready(Err(failure)));
+        }
+        let manager = Arc::clone(&self.0);
+        Box::pin(async move {
+            Err(manager
+                .abandon_select_destinations(&call.args, failure)
+                .await)
+        })
     }
 
     fn call(&self, call: IncomingCall) -> EndpointFuture {

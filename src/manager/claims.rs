@@ -181,13 +181,34 @@ impl Claimer for PlacementClaims<'_> {
         }
         for uuid in uuids {
             let record = self.consumers.get(uuid.as_str());
-            let outcome = match record.and_then(ConsumerClaim::baseline) {
-                Some(baseline) if !baseline.is_empty() => {
+            let outcome = match record {
+                Some(record) if record.baseline().is_some() => {
                     self.placement
-                        .restore_allocations(uuid, Some(baseline), &self.project_id, &self.user_id)
+                        .restore_allocations(
+                            uuid,
+                            record.baseline(),
+                            &self.project_id,
+                            &self.user_id,
+                        )
                         .await
                 }
-                _ => self.placement.delete_allocation_for_instance(uuid).await,
+                // Never read by this request (it failed before claiming for it):
+                // what it held, less an earlier delivery's claims, is what it keeps.
+                Some(record) => match self.placement.current_allocations(uuid, None).await {
+                    Ok(read) => {
+                        let baseline = record.baseline_from(read.json().as_ref());
+                        self.placement
+                            .restore_allocations(
+                                uuid,
+                                Some(&baseline),
+                                &self.project_id,
+                                &self.user_id,
+                            )
+                            .await
+                    }
+                    Err(e) => Err(e),
+                },
+                None => self.placement.delete_allocation_for_instance(uuid).await,
             };
             match outcome {
                 Ok(()) => {}

@@ -14,7 +14,6 @@
 //! this daemon knows (nested children, sharing providers) are kept, as nova keeps
 //! them.
 
-use crate::model::RequestSpec;
 use crate::placement::PlacementClient;
 use crate::state::HostStateStore;
 use rustc_hash::FxHashMap;
@@ -26,7 +25,7 @@ use tracing::{info, warn};
 pub async fn earlier_claims(
     placement: &PlacementClient,
     store: &HostStateStore,
-    spec: &RequestSpec,
+    ignore_hosts: &[String],
     instance_uuids: &[String],
     global_request_id: Option<&str>,
 ) -> FxHashMap<String, Vec<String>> {
@@ -66,7 +65,7 @@ pub async fn earlier_claims(
             return FxHashMap::default();
         }
     };
-    let ignored: BTreeSet<String> = spec.ignore_hosts.iter().map(|h| h.to_lowercase()).collect();
+    let ignored: BTreeSet<String> = ignore_hosts.iter().map(|h| h.to_lowercase()).collect();
     let earlier_hosts: BTreeSet<&str> = hosts
         .iter()
         .filter(|h| !ignored.contains(&h.host.to_lowercase()))

@@ -120,13 +120,36 @@ impl ConsumerClaim {
     pub fn baseline(&self) -> Option<&Map<String, Value>> {
         self.baseline.as_ref()
     }
+
+    /// The baseline a read of the consumer (`GET /allocations/{uuid}` as JSON) gives:
+    /// what it holds, less an earlier delivery's claims, resources only.
+    pub fn baseline_from(&self, read: Option<&Value>) -> Map<String, Value> {
+        read.and_then(|body| body["allocations"].as_object())
+            .map(|held| {
+                held.iter()
+                    .filter(|(rp, _)| !self.earlier.contains(rp))
+                    .map(|(rp, a)| {
+                        (
+                            rp.clone(),
+                            serde_json::json!({ "resources": a["resources"] }),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// What a read after a lost answer found.
 #[derive(Debug, PartialEq, Eq)]
 enum Verified {
+    /// The consumer holds what was sent.
     Written,
+    /// It holds what it held before the request.
     NotWritten,
+    /// It holds something else (an earlier write of this request, or another's).
+    Other,
+    /// It could not be read.
     Unknown,
 }
 
@@ -342,24 +365,22 @@ impl PlacementClient {
                     .answer
             }
         };
-        let (held, held_generation) = if current.status == 200 {
-            let body: Value = parse(&current.body, "GET /allocations")?;
-            let held = body["allocations"].as_object().cloned().unwrap_or_default();
-            (held, body["consumer_generation"].clone())
-        } else {
-            (Map::new(), Value::Null)
-        };
-        let baseline = record.baseline.get_or_insert_with(|| {
-            held.iter()
-                .filter(|(rp, _)| !record.earlier.contains(rp))
-                .map(|(rp, a)| {
-                    (
-                        rp.clone(),
-                        serde_json::json!({ "resources": a["resources"] }),
-                    )
-                })
-                .collect()
-        });
+        // nova raises when the consumer cannot be read; no claim is written blind.
+        if current.status != 200 {
+            return Err(http_error(
+                Method::GET,
+                "/allocations/{consumer_uuid}",
+                current,
+            ));
+        }
+        let body: Value = parse(&current.body, "GET /allocations")?;
+        let held = body["allocations"].as_object().cloned().unwrap_or_default();
+        let held_generation = body["consumer_generation"].clone();
+        if record.baseline.is_none() {
+            let read = serde_json::json!({ "allocations": held });
+            record.baseline = Some(record.baseline_from(Some(&read)));
+        }
+        let baseline = record.baseline.as_ref().expect("set above");
         let mut payload = if baseline.is_empty() {
             requested.clone()
         } else {
@@ -398,12 +419,20 @@ impl PlacementClient {
                     // Nothing was sent (connection refused, keystone down).
                     Err(e) => return Err(e),
                 };
+                let baseline = Value::Object(record.baseline.clone().unwrap_or_default());
                 let verified = self
-                    .verify_written(consumer_uuid, &body["allocations"], global_request_id)
+                    .verify_written(
+                        consumer_uuid,
+                        &body["allocations"],
+                        &baseline,
+                        global_request_id,
+                    )
                     .await;
                 tracing::warn!(consumer_uuid, %why, outcome = ?verified,
                     "the answer to a claim was lost; read the consumer's allocations to learn its outcome");
-                record.uncertain = verified == Verified::Unknown;
+                // Only a read showing what the consumer held before the request (or
+                // this write, which replaced everything) says nothing else of ours is there.
+                record.uncertain = matches!(verified, Verified::Unknown | Verified::Other);
                 return Ok(Claim::Done(verified == Verified::Written));
             }
         };
@@ -422,6 +451,7 @@ impl PlacementClient {
         &self,
         consumer_uuid: &str,
         sent: &Value,
+        baseline: &Value,
         global_request_id: Option<&str>,
     ) -> Verified {
         for attempt in 0..VERIFY_ATTEMPTS {
@@ -440,10 +470,13 @@ impl PlacementClient {
             let Ok(body) = serde_json::from_str::<Value>(&read.answer.body) else {
                 continue;
             };
-            return if same_allocations(&body["allocations"], sent) {
+            let held = &body["allocations"];
+            return if same_allocations(held, sent) {
                 Verified::Written
-            } else {
+            } else if same_allocations(held, baseline) {
                 Verified::NotWritten
+            } else {
+                Verified::Other
             };
         }
         Verified::Unknown
@@ -585,12 +618,17 @@ impl PlacementClient {
         let mut unknown = 0;
         for (consumer_uuid, entry) in &consumers {
             match self
-                .verify_written(consumer_uuid, &entry["allocations"], global_request_id)
+                .verify_written(
+                    consumer_uuid,
+                    &entry["allocations"],
+                    &serde_json::json!({}),
+                    global_request_id,
+                )
                 .await
             {
                 Verified::Written => written += 1,
                 Verified::NotWritten => {}
-                Verified::Unknown => unknown += 1,
+                Verified::Other | Verified::Unknown => unknown += 1,
             }
         }
         tracing::warn!(consumers = consumers.len(), written, unknown, %why,

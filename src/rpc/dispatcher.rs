@@ -57,6 +57,20 @@ pub trait Endpoint: Send + Sync + 'static {
     fn has_method(&self, method: &str) -> bool;
     /// Run the method. The value is the call's `result`; an error becomes its `failure`.
     fn call(&self, call: IncomingCall) -> EndpointFuture;
+    /// Answer, without handling it, a request that was in flight when the daemon
+    /// died `crashes` times (a poison message). An endpoint may first undo what an
+    /// earlier attempt may have left behind; the answer is a failure.
+    fn abandon(&self, call: IncomingCall, crashes: u32) -> EndpointFuture {
+        Box::pin(std::future::ready(Err(poisoned(&call.method, crashes))))
+    }
+}
+
+/// The failure a poison message is answered with.
+pub fn poisoned(method: &str, crashes: u32) -> RemoteError {
+    RemoteError::runtime_error(format!(
+        "nova-scheduler-rs stopped {crashes} time(s) while handling this {method} request; \
+         it is not handled again"
+    ))
 }
 
 /// Ordered endpoints plus oslo's lookup rules.

@@ -25,8 +25,10 @@ use tracing::{info, warn};
 pub enum Admission {
     /// Handle it; [`InflightJournal::finish`] the entry once it is answered.
     Handle(Entry),
-    /// It was in flight at this many deaths of the daemon: fail it.
-    Poison { crashes: u32 },
+    /// It was in flight at this many deaths of the daemon: answer it without
+    /// handling it, then [`InflightJournal::finish`] the entry (kept until then, so
+    /// that a death while answering it counts too).
+    Poison { crashes: u32, entry: Entry },
 }
 
 /// A request's file, removed by [`InflightJournal::finish`].
@@ -98,15 +100,17 @@ impl InflightJournal {
             .remove(id)
             .unwrap_or(0);
         let path = dir.join(id);
+        let entry = match std::fs::write(&path, crashes.to_string()) {
+            Ok(()) => Entry { path: Some(path) },
+            Err(e) => {
+                warn!(error = %e, path = %path.display(), "cannot record the request in flight");
+                Entry { path: None }
+            }
+        };
         if crashes >= self.max_crashes {
-            let _ = std::fs::remove_file(&path);
-            return Admission::Poison { crashes };
+            return Admission::Poison { crashes, entry };
         }
-        if let Err(e) = std::fs::write(&path, crashes.to_string()) {
-            warn!(error = %e, path = %path.display(), "cannot record the request in flight");
-            return Admission::Handle(Entry { path: None });
-        }
-        Admission::Handle(Entry { path: Some(path) })
+        Admission::Handle(entry)
     }
 
     /// The request was answered (or dropped on purpose): it is no longer in flight.
@@ -187,10 +191,24 @@ mod tests {
         drop(second);
         // Third process: two deaths with "bbbb" in flight.
         let third = InflightJournal::open(&dir, 2, DAY);
-        assert_eq!(third.admit(Some("bbbb")), Admission::Poison { crashes: 2 });
-        // Answered as poison: its entry is gone.
+        let Admission::Poison { crashes: 2, entry } = third.admit(Some("bbbb")) else {
+            panic!("two deaths with it in flight: poison")
+        };
+        drop(third);
+        // A death while answering it counts as well.
         let fourth = InflightJournal::open(&dir, 2, DAY);
-        assert!(matches!(fourth.admit(Some("bbbb")), Admission::Handle(_)));
+        let Admission::Poison {
+            crashes: 3,
+            entry: again,
+        } = fourth.admit(Some("bbbb"))
+        else {
+            panic!("poison again, one more death")
+        };
+        fourth.finish(again);
+        let _ = entry;
+        // Answered as poison: its entry is gone.
+        let fifth = InflightJournal::open(&dir, 2, DAY);
+        assert!(matches!(fifth.admit(Some("bbbb")), Admission::Handle(_)));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -200,10 +218,11 @@ mod tests {
         let first = InflightJournal::open(&dir, 1, DAY);
         let _ = first.admit(Some("cccc"));
         drop(first);
-        assert_eq!(
-            InflightJournal::open(&dir, 1, DAY).admit(Some("cccc")),
-            Admission::Poison { crashes: 1 }
-        );
+        let j = InflightJournal::open(&dir, 1, DAY);
+        let Admission::Poison { crashes: 1, entry } = j.admit(Some("cccc")) else {
+            panic!("one death is enough")
+        };
+        j.finish(entry);
         let second = InflightJournal::open(&dir, 1, DAY);
         let _ = second.admit(Some("dddd"));
         drop(second);

@@ -325,24 +325,15 @@ impl Shared {
             info!("request was redelivered by the broker (an earlier consumer did not acknowledge it)");
         }
         let journal_id = request.unique_id.as_deref().or(request.msg_id.as_deref());
-        let entry = match self.journal.admit(journal_id) {
-            Admission::Handle(entry) => entry,
-            Admission::Poison { crashes } => {
+        let (entry, poisoned) = match self.journal.admit(journal_id) {
+            Admission::Handle(entry) => (entry, None),
+            Admission::Poison { crashes, entry } => {
                 warn!(
                     crashes, method = %request.method, redelivered,
                     "a request that was in flight when the daemon stopped is answered with a \
                      failure instead of being handled again ([nova_scheduler_rs] max_message_crashes)"
                 );
-                if is_call {
-                    let failure = RemoteError::runtime_error(format!(
-                        "nova-scheduler-rs stopped {crashes} time(s) while handling this request; \
-                         it is not handled again"
-                    ));
-                    self.send_reply(&reply_q, &msg_id, Err(failure), &request.method)
-                        .await;
-                }
-                ack(&acker).await;
-                return;
+                (entry, Some(crashes))
             }
         };
         let heartbeat = if is_call {
@@ -374,7 +365,18 @@ impl Shared {
                 .resolve(&call.method, call.namespace.as_deref(), &call.version)
             {
                 Ok(endpoint) => {
-                    let task = tokio::spawn(endpoint.call(call).in_current_span());
+                    let handling = match poisoned {
+                        None => endpoint.call(call),
+                        // The endpoint may undo what the attempt that died left behind;
+                        // if the daemon died doing that too, it is not tried again.
+                        Some(crashes) if crashes <= self.opts.max_message_crashes => {
+                            endpoint.abandon(call, crashes)
+                        }
+                        Some(crashes) => Box::pin(std::future::ready(Err(
+                            super::dispatcher::poisoned(&call.method, crashes),
+                        ))),
+                    };
+                    let task = tokio::spawn(handling.in_current_span());
                     self.await_handler(task, heartbeat, &msg_id, &reply_q, &method)
                         .await
                 }
