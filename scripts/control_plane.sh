@@ -103,6 +103,10 @@ connection = $(cp_db_url cell1)
 
 [api_database]
 connection = $(cp_db_url api)
+
+[nova_scheduler_rs]
+# The record of requests in flight (poison-message guard); nova ignores the group.
+state_dir = $CP/nsrs-state
 EOF
     } >"$CP_CONF"
     # nova's api-paste.ini without keystonemiddleware's authtoken: the context is made from the

@@ -69,6 +69,8 @@ lock_path = $NSRS_STATE/locks
 # decisions' consumption until the compute node row moves would (rightly) differ.
 [nova_scheduler_rs]
 retain_virtual_consumption = false
+# The record of requests in flight (poison-message guard).
+state_dir = $NSRS_STATE/nsrs-state
 EOF
     # Per-database overlays for 'nova-manage --config-file nova.conf --config-file X db sync'.
     local db
