@@ -63,7 +63,6 @@ impl InflightJournal {
         if max_crashes == 0 {
             return Self::disabled();
         }
-        let dir = dir.join("inflight");
         let suspects = match load(&dir, max_age) {
             Ok(found) => found,
             Err(e) => {

@@ -94,7 +94,12 @@ impl RpcServer {
         let compress = opts.compress_replies()?;
         let journal = match &opts.state_dir {
             // Older entries belong to messages the broker has expired.
-            Some(dir) => InflightJournal::open(dir, opts.max_message_crashes, opts.call_timeout),
+            // One directory per server name: daemons sharing a state_dir keep apart.
+            Some(dir) => InflightJournal::open(
+                &dir.join(format!("inflight-{}", opts.server)),
+                opts.max_message_crashes,
+                opts.call_timeout,
+            ),
             None => InflightJournal::disabled(),
         };
         let opts = Arc::new(opts);
