@@ -81,7 +81,7 @@ impl InflightJournal {
             );
         }
         InflightJournal {
-            dir: Some(dir),
+            dir: Some(dir.to_path_buf()),
             max_crashes,
             suspects: Mutex::new(suspects),
         }
