@@ -37,3 +37,9 @@ pub mod simulate;
 pub mod state;
 pub mod telemetry;
 pub mod weighers;
+
+/// The Rust examples of `docs/architecture.md` ("How to add a filter", "How to add a
+/// weigher"), compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/architecture.md")]
+pub struct ArchitectureDoc;
