@@ -5,8 +5,9 @@
 //! - The API database gives the cells (`cell_mappings`, cell0 excluded) and the
 //!   aggregates (`aggregates` + `aggregate_hosts` + `aggregate_metadata`), cached in
 //!   memory like nova's `aggs_by_id` / `host_aggregates_map`.
-//! - Each cell database gives, per request and with no cross-request cache, the
-//!   `nova-compute` services, the compute nodes and the instances on their hosts.
+//! - Each cell database gives the `nova-compute` services, the compute nodes and the
+//!   instances on their hosts: read per request by [`HostStateStore::host_states`] (as
+//!   nova does), or kept warm by the cache in [`cache`], which reads only what changed.
 //!
 //! The store writes to a cell database only what nova's scheduler writes while
 //! reading: allocation ratios that are NULL/0.0 get the configured value
