@@ -124,8 +124,8 @@ async fn seed(cell: &MySqlPool, n: usize) {
 
 async fn touch(cell: &MySqlPool, nodes: usize, services: usize, n: usize, round: usize) {
     // Spread the changed rows over the table; stamp them after the last watermark.
-    if nodes > 0 {
-        let step = (n / nodes).max(1);
+    if let Some(step) = n.checked_div(nodes) {
+        let step = step.max(1);
         cell.execute(AssertSqlSafe(format!(
             "UPDATE compute_nodes SET free_ram_mb = free_ram_mb - 1, \
              updated_at = UTC_TIMESTAMP() + INTERVAL {round} SECOND \
@@ -134,8 +134,8 @@ async fn touch(cell: &MySqlPool, nodes: usize, services: usize, n: usize, round:
         .await
         .unwrap();
     }
-    if services > 0 {
-        let step = (n / services).max(1);
+    if let Some(step) = n.checked_div(services) {
+        let step = step.max(1);
         cell.execute(AssertSqlSafe(format!(
             "UPDATE services SET report_count = report_count + 1, \
              updated_at = UTC_TIMESTAMP() + INTERVAL {round} SECOND, \

@@ -678,7 +678,7 @@ fn hostile(n: usize, rng: &mut StdRng, base: &Map<String, Value>) -> Hostile {
     let reply = Some(msg_id.clone());
     let (body, props, expect_reply, kind): (Vec<u8>, _, Option<String>, &str) = match n % 14 {
         // The spec, one node replaced by anything.
-        0 | 1 | 2 => {
+        0..=2 => {
             let with = random_value(rng, 0);
             let spec = m.get_mut("args").unwrap().get_mut("spec_obj").unwrap();
             replace_random_node(rng, spec, with);
@@ -1350,10 +1350,10 @@ async fn soak_mixed_calls_with_faults_loses_nothing_and_leaks_nothing() {
             let mut n = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 n += 1;
-                let count = if (n + caller) % 5 == 0 { 3 } else { 1 };
+                let count = if (n + caller).is_multiple_of(5) { 3 } else { 1 };
                 let uuids: Vec<String> = (0..count).map(|_| uuid()).collect();
                 let mut args = rig.boot_args(&uuids, "4.5");
-                if n % 7 == 0 {
+                if n.is_multiple_of(7) {
                     // Nothing fits: NoValidHost.
                     args["spec_obj"]["nova_object.data"]["flavor"]["nova_object.data"]["vcpus"] =
                         json!(64);

@@ -646,8 +646,9 @@ async fn local_candidates_equal_placement() {
         }
         let index = live.snapshot();
         let n = per_round.min(cases - done);
-        // One request in three is also asked with a small `limit`.
-        let shapes: Vec<(Vec<(String, String)>, Option<u32>)> = (0..n)
+        // One request in three is also asked with a small `limit`: (query, limit).
+        type Shape = (Vec<(String, String)>, Option<u32>);
+        let shapes: Vec<Shape> = (0..n)
             .map(|_| {
                 let params = request(&mut rng, &world);
                 let limit = (rng.random_range(0..3) == 0).then(|| rng.random_range(1..=4));

@@ -213,8 +213,6 @@ impl HostState {
                 return Err(e);
             }
         };
-        drop(numa_pci);
-        drop(stats);
         *spec_numa = fitted.as_ref().map(InstanceTopology::to_primitive);
         if let Some(fitted) = fitted {
             let used = numa_usage_from_instance(&host_topology, &fitted)?;

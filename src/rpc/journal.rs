@@ -63,7 +63,7 @@ impl InflightJournal {
         if max_crashes == 0 {
             return Self::disabled();
         }
-        let suspects = match load(&dir, max_age) {
+        let suspects = match load(dir, max_age) {
             Ok(found) => found,
             Err(e) => {
                 warn!(

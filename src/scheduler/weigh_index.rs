@@ -26,6 +26,9 @@ use crate::weighers::pipeline::keys_suffixed;
 use crate::weighers::{HostWeigher, WeigherPipeline};
 use std::sync::Arc;
 
+/// A moved row's new tree values: (index into `raw`/`mult`, raw weight, multiplier).
+type TreeValues = Vec<(usize, f64, f64)>;
+
 /// Rows per leaf.
 const LEAF: usize = 8;
 pub(crate) const NONE: u32 = u32::MAX;
@@ -314,7 +317,7 @@ impl WeighIndex {
         let suffixed = keys_suffixed(&self.weighers);
         let d = self.tree_dims;
         // The new tree values of the rows that moved, checked before copying.
-        let mut moved: Vec<(usize, Vec<(usize, f64, f64)>)> = Vec::new();
+        let mut moved: Vec<(usize, TreeValues)> = Vec::new();
         for &row in changed {
             let w = weigh_row(&self.weighers, &indexed, suffixed, table.row(row));
             if !w.ok || self.shape.dropped.iter().any(|&j| w.mult[j] != 0.0) {

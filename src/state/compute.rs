@@ -227,6 +227,9 @@ pub(super) fn service_info(row: &ServiceRow) -> ServiceInfo {
     }
 }
 
+/// A `pci_stats` column's parsed pools, with the JSON they came from.
+type InternedPci = (Option<Arc<Value>>, Arc<PciStats>);
+
 /// Column values that many compute nodes share, held once. Nodes of the same
 /// hardware report the same `cpu_info`, `supported_instances`, `metrics` and PCI
 /// pools (every host without PCI devices the same empty list), and the same stats
@@ -236,7 +239,7 @@ pub(super) fn service_info(row: &ServiceRow) -> ServiceInfo {
 /// from the cell databases, written by nova-compute.
 #[derive(Debug, Default)]
 pub(super) struct RowInterner {
-    pci: FxHashMap<Box<str>, (Option<Arc<Value>>, Arc<PciStats>)>,
+    pci: FxHashMap<Box<str>, InternedPci>,
     strings: FxHashSet<Arc<str>>,
     supported_instances: FxHashMap<Box<str>, Arc<Vec<Vec<String>>>>,
     metrics: FxHashMap<Box<str>, Arc<Value>>,

@@ -101,9 +101,9 @@ pub async fn create(venv: &Path, prefix: &str, cells: &[&str]) -> Result<PathBuf
 pub async fn create_from_template(venv: &Path, prefix: &str, cells: &[&str]) -> Result<(), String> {
     use std::collections::HashMap;
     use std::sync::Mutex;
-    static TEMPLATES: Mutex<
-        Option<HashMap<String, Arc<tokio::sync::OnceCell<Result<(), String>>>>>,
-    > = Mutex::new(None);
+    /// Per template name, its creation, run once.
+    type Templates = HashMap<String, Arc<tokio::sync::OnceCell<Result<(), String>>>>;
+    static TEMPLATES: Mutex<Option<Templates>> = Mutex::new(None);
     let binary = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))

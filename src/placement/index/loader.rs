@@ -57,7 +57,7 @@ impl ProviderKey {
 pub struct Known {
     pub providers: HashMap<i64, ProviderKey>,
     /// `None` before the first usages were read.
-    pub allocations_mark: Option<(i64, i64)>,
+    pub allocations_mark: Option<AllocationsMark>,
 }
 
 /// Inventories, traits and aggregates of re-read providers.
@@ -67,6 +67,11 @@ pub struct Details {
     pub traits: BTreeMap<i64, BTreeSet<i64>>,
     pub aggregates: BTreeMap<i64, BTreeSet<i64>>,
 }
+
+/// The allocations table's mark at a read: its row count and highest id.
+pub type AllocationsMark = (i64, i64);
+/// Usage per provider id and resource class id.
+pub type Usages = BTreeMap<i64, BTreeMap<i64, i64>>;
 
 /// One refresh's reading.
 #[derive(Debug, Clone, Default)]
@@ -80,7 +85,7 @@ pub struct Delta {
     pub reread: Option<BTreeSet<i64>>,
     pub details: Details,
     /// The allocations mark and usages, when the allocations changed.
-    pub usages: Option<((i64, i64), BTreeMap<i64, BTreeMap<i64, i64>>)>,
+    pub usages: Option<(AllocationsMark, Usages)>,
 }
 
 impl ProviderIndex {
@@ -304,9 +309,9 @@ impl IndexLoader {
         )
         .fetch_one(&mut *tx)
         .await?;
-        let mark: (i64, i64) = (mark_row.try_get("n")?, mark_row.try_get("top")?);
+        let mark: AllocationsMark = (mark_row.try_get("n")?, mark_row.try_get("top")?);
         let usages = if Some(mark) != known.allocations_mark {
-            let mut usages: BTreeMap<i64, BTreeMap<i64, i64>> = BTreeMap::new();
+            let mut usages: Usages = BTreeMap::new();
             let rows = sqlx::query(
                 "SELECT CAST(resource_provider_id AS SIGNED) AS rp, \
                  CAST(resource_class_id AS SIGNED) AS rc, CAST(SUM(used) AS SIGNED) AS used \
