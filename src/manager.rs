@@ -18,12 +18,13 @@
 #![allow(clippy::result_large_err)]
 
 mod batch_claims;
+pub mod candidates;
 mod claims;
-pub mod prefilters;
 mod read_ahead;
 mod redelivery;
+pub mod request_filter;
 
-pub use prefilters::PrefilterOptions;
+pub use request_filter::PrefilterOptions;
 
 use crate::model::{
     pyjson, Aggregate, AllocationCandidate, HostState, RequestSpec, SchedulerLimits, Selection,
@@ -247,9 +248,9 @@ impl SchedulerManager {
         let mut read_ahead = None;
         if !is_rebuild {
             let mark = Instant::now();
-            prefilters::process(&mut spec, &self.store, &self.options.prefilters)
+            request_filter::process(&mut spec, &self.store, &self.options.prefilters)
                 .await
-                .map_err(prefilters::PrefilterError::into_remote)?;
+                .map_err(request_filter::PrefilterError::into_remote)?;
             phases.prefilters = mark.elapsed();
             let mark = Instant::now();
             let query_options = query::QueryOptions {
@@ -277,7 +278,7 @@ impl SchedulerManager {
                         global_request_id.clone(),
                     )
                 });
-            let answer = prefilters::allocation_candidates(
+            let answer = candidates::allocation_candidates(
                 &mut spec,
                 &self.store,
                 &self.placement,
@@ -287,7 +288,7 @@ impl SchedulerManager {
                 global_request_id.as_deref(),
             )
             .await
-            .map_err(prefilters::PrefilterError::into_remote)?;
+            .map_err(request_filter::PrefilterError::into_remote)?;
             from_index = answer.from_index;
             let found = answer.found;
             if found.allocation_requests.is_empty() {
@@ -675,7 +676,7 @@ impl SchedulerManager {
                 warn!(error = %e, "could not refresh the placement provider index");
             }
             let mut spec_q = spec_before_candidates.clone();
-            let fresh = prefilters::allocation_candidates(
+            let fresh = candidates::allocation_candidates(
                 &mut spec_q,
                 &self.store,
                 &self.placement,

@@ -14,7 +14,6 @@ mod candidates;
 mod client;
 pub mod index;
 pub mod query;
-pub mod request_filters;
 pub mod resource_request;
 
 pub use auth::{PasswordAuth, PlacementAuth};

@@ -508,8 +508,36 @@ impl HostStateStore {
             .map_err(|e| self.api_error(e))
     }
 
-    /// The API database, for the request filters that query it per request
-    /// (`manager::prefilters`).
+    /// `(aggregate uuid, metadata key)` of the aggregates with a metadata row whose
+    /// value is `value` (the tenant-isolation request filter, read per request).
+    pub async fn aggregates_with_metadata_value(
+        &self,
+        value: &str,
+    ) -> Result<Vec<(String, String)>, StateError> {
+        aggregates::with_metadata_value(&self.api, value)
+            .await
+            .map_err(|e| self.api_error(e))
+    }
+
+    /// Uuids of the aggregates that require a trait whose `trait:<T>` key is not in
+    /// `keys` (the isolated-aggregates request filter, read per request).
+    pub async fn aggregates_requiring_traits_other_than(
+        &self,
+        keys: &[String],
+    ) -> Result<std::collections::BTreeSet<String>, StateError> {
+        aggregates::requiring_traits_other_than(&self.api, keys)
+            .await
+            .map_err(|e| self.api_error(e))
+    }
+
+    /// The cell `host_mappings` maps `host` to, by uuid.
+    pub async fn cell_of_host(&self, host: &str) -> Result<Option<String>, StateError> {
+        cells::cell_of_host(&self.api, host)
+            .await
+            .map_err(|e| self.api_error(e))
+    }
+
+    /// The API database, for tests and tools that read it directly.
     pub fn api_pool(&self) -> &MySqlPool {
         &self.api
     }

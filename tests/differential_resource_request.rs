@@ -18,9 +18,10 @@ mod nova_schema;
 #[path = "common/venv.rs"]
 mod venv;
 
-use nova_scheduler::manager::prefilters::{self, PrefilterError, PrefilterOptions};
+use nova_scheduler::manager::request_filter::{
+    self, PrefilterError, PrefilterOptions, RequestFailure,
+};
 use nova_scheduler::model::RequestSpec;
-use nova_scheduler::placement::request_filters::{self, RequestFailure};
 use nova_scheduler::placement::{
     destination_target, resources_from_request_spec, QueryOptions, TargetNode,
 };
@@ -466,24 +467,24 @@ fn ours(case: &Value) -> Value {
     let mut out = json!({"prefilter_error": null, "first": null, "pinning": false,
                          "fallback": null, "error": null, "destination": null});
     let pure = (|| -> Result<(), RequestFailure> {
-        request_filters::require_image_type_support(
+        request_filter::require_image_type_support(
             &mut spec,
             flag("query_placement_for_image_type_support"),
         );
-        request_filters::compute_status_filter(&mut spec);
-        request_filters::transform_image_metadata(&mut spec, flag("image_metadata_prefilter"));
-        request_filters::accelerators_filter(&mut spec);
-        request_filters::packed_virtqueue_filter(&mut spec)?;
-        request_filters::ephemeral_encryption_filter(&mut spec)?;
-        request_filters::virtio_sound_filter(&mut spec)?;
-        request_filters::tpm_secret_security_filter(&mut spec)?;
+        request_filter::compute_status_filter(&mut spec);
+        request_filter::transform_image_metadata(&mut spec, flag("image_metadata_prefilter"));
+        request_filter::accelerators_filter(&mut spec);
+        request_filter::packed_virtqueue_filter(&mut spec)?;
+        request_filter::ephemeral_encryption_filter(&mut spec)?;
+        request_filter::virtio_sound_filter(&mut spec)?;
+        request_filter::tpm_secret_security_filter(&mut spec)?;
         if case["owner_nova"] == json!(true)
             && !spec
                 .request_level_params
                 .root_required
                 .contains("OWNER_NOVA")
         {
-            request_filters::require_owner_nova(&mut spec);
+            request_filter::require_owner_nova(&mut spec);
         }
         Ok(())
     })();
@@ -865,9 +866,9 @@ async fn database_request_filters_agree_with_nova() {
     for ((spec_json, opts), (case, theirs)) in generated.iter().zip(cases.iter().zip(answers)) {
         let mut spec = RequestSpec::from_primitive(spec_json).expect("decode");
         let run = async {
-            prefilters::require_tenant_aggregate(&mut spec, &store, opts).await?;
-            prefilters::map_az_to_placement_aggregate(&mut spec, &store).await?;
-            prefilters::isolate_aggregates(&mut spec, &store, opts).await
+            request_filter::require_tenant_aggregate(&mut spec, &store, opts).await?;
+            request_filter::map_az_to_placement_aggregate(&mut spec, &store).await?;
+            request_filter::isolate_aggregates(&mut spec, &store, opts).await
         };
         let error = match run.await {
             Ok(()) => Value::Null,

@@ -152,6 +152,62 @@ pub(super) async fn uuids_for_az(api: &MySqlPool, az: &str) -> Result<Vec<String
         .collect()
 }
 
+/// `(uuid, key)` of the aggregates with a metadata row whose value is `value`
+/// (nova's `AggregateList.get_by_metadata(value=...)`, which loads only those rows).
+pub(super) async fn with_metadata_value(
+    api: &MySqlPool,
+    value: &str,
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT a.uuid, m.`key` FROM aggregates a \
+         JOIN aggregate_metadata m ON m.aggregate_id = a.id WHERE m.value = ?",
+    )
+    .bind(value)
+    .fetch_all(api)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<Option<String>, _>("uuid")?
+                    .unwrap_or_default(),
+                row.try_get("key")?,
+            ))
+        })
+        .collect()
+}
+
+/// Uuids of the aggregates that require (`trait:<T> = required`) a trait whose
+/// metadata key is not among `keys` (nova's
+/// `AggregateList.get_non_matching_by_metadata_keys`).
+pub(super) async fn requiring_traits_other_than(
+    api: &MySqlPool,
+    keys: &[String],
+) -> Result<BTreeSet<String>, sqlx::Error> {
+    let mut sql = String::from(
+        "SELECT DISTINCT a.id, a.uuid FROM aggregates a \
+         JOIN aggregate_metadata m ON m.aggregate_id = a.id \
+         WHERE m.value = 'required' AND m.`key` LIKE 'trait:%'",
+    );
+    if !keys.is_empty() {
+        sql.push_str(" AND m.`key` NOT IN (");
+        sql.push_str(&vec!["?"; keys.len()].join(","));
+        sql.push(')');
+    }
+    // Only `?` placeholders are added to the text; the keys are bound.
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for k in keys {
+        query = query.bind(k);
+    }
+    let rows = query.fetch_all(api).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(row
+                .try_get::<Option<String>, _>("uuid")?
+                .unwrap_or_default())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

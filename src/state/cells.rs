@@ -83,6 +83,21 @@ pub(super) async fn load_mappings(api: &MySqlPool) -> Result<Vec<MappingRow>, sq
     Ok(out)
 }
 
+/// The uuid of the cell `host_mappings` maps `host` to.
+pub(super) async fn cell_of_host(
+    api: &MySqlPool,
+    host: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT c.uuid FROM host_mappings h JOIN cell_mappings c ON c.id = h.cell_id \
+         WHERE h.host = ?",
+    )
+    .bind(host)
+    .fetch_optional(api)
+    .await?;
+    Ok(row.and_then(|r| r.try_get::<Option<String>, _>("uuid").ok().flatten()))
+}
+
 /// `(id, uuid, name)` of every cell but cell0, for host mappings (`cell_id`).
 pub(super) async fn load_mapping_ids(
     api: &MySqlPool,

@@ -1,15 +1,250 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The request filters of nova's `request_filter.py` that need nothing but the
-//! RequestSpec (and nova's options). The ones that read the API database or
-//! Neutron run in `manager::prefilters`, which calls these in nova's order.
+//! nova's `request_filter.py`: the request filters, run on the RequestSpec in nova's
+//! order by [`process`] before the Placement question is asked.
 //!
-//! Each returns `Err(RequestFailure)` where nova's filter raises: a
-//! `RequestFilterFailed` (the caller answers NoValidHost) or another exception
+//! Request filters, with the option that enables each (nova's defaults):
+//!  1. `require_tenant_aggregate` — `[scheduler] limit_tenants_to_placement_aggregate`
+//!     (False), `placement_aggregate_required_for_tenants` (False); API DB
+//!  2. `map_az_to_placement_aggregate` — always; API DB
+//!  3. `require_image_type_support` — `query_placement_for_image_type_support` (False)
+//!  4. `compute_status_filter` — always
+//!  5. `isolate_aggregates` — `enable_isolated_aggregate_filtering` (False); API DB
+//!  6. `transform_image_metadata` — `image_metadata_prefilter` (False)
+//!  7. `accelerators_filter`, 8. `packed_virtqueue_filter` — always
+//!  9. `routed_networks_filter` — `query_placement_for_routed_network_aggregates`
+//!     (False). Needs Neutron, which this daemon does not talk to: enabling it is
+//!     refused at startup ([`PrefilterOptions::check`]).
+//! 10. `remote_managed_ports_filter` — always, but asks Neutron about each requested
+//!     port. Not done here: a request with ports gets a warning and no
+//!     `COMPUTE_REMOTE_MANAGED_PORTS` (nova adds it for remote-managed ports).
+//! 11. `ephemeral_encryption_filter`, 12. `virtio_sound_filter`,
+//!     13. `tpm_secret_security_filter` — always
+//! 14. `owner_nova_filter` — always, once every nova-compute is at version ≥ 73.
+//!
+//! The filters that read the API database do it through `state` (one query each, as
+//! nova's run per request). Each filter returns `Err` where nova's raises: a
+//! `RequestFilterFailed` (answered NoValidHost) or another exception
 //! (`FlavorImageConflict`, `Invalid`, ...) that fails the call as in nova.
 
-use super::resource_request::{hardware, RequestError};
-use crate::model::{ImageMeta, RequestSpec};
+use crate::model::{Destination, ImageMeta, RequestSpec};
+use crate::placement::resource_request::{hardware, RequestError};
+use crate::placement::{QueryOptions, ResourceRequest};
+use crate::state::HostStateStore;
 use serde_json::Value;
+use std::collections::BTreeSet;
+use tracing::{debug, warn};
+
+/// nova 34's minimum compute service version for the `OWNER_NOVA` trait.
+const OWNER_NOVA_MIN_COMPUTE_VERSION: i64 = 73;
+/// nova's `TENANT_METADATA_KEY`.
+const TENANT_METADATA_KEY: &str = "filter_tenant_id";
+
+/// The `[scheduler]` / `[workarounds]` options of the request filters and queries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrefilterOptions {
+    pub limit_tenants_to_placement_aggregate: bool,
+    pub placement_aggregate_required_for_tenants: bool,
+    pub query_placement_for_image_type_support: bool,
+    pub enable_isolated_aggregate_filtering: bool,
+    pub image_metadata_prefilter: bool,
+    pub query_placement_for_routed_network_aggregates: bool,
+    /// `[workarounds] disable_fallback_pcpu_query`.
+    pub disable_fallback_pcpu_query: bool,
+}
+
+impl PrefilterOptions {
+    /// Options this daemon cannot honour: refused at startup rather than deciding
+    /// differently from nova.
+    pub fn check(&self) -> Result<(), String> {
+        if self.query_placement_for_routed_network_aggregates {
+            return Err(
+                "[scheduler] query_placement_for_routed_network_aggregates = True needs \
+                        Neutron segment lookups, which nova-scheduler-rs does not do; run \
+                        nova-scheduler for routed networks"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Why the request stops before the filters run.
+#[derive(Debug, thiserror::Error)]
+pub enum PrefilterError {
+    /// Answered as nova's `NoValidHost(reason)`.
+    #[error("No valid host was found. {0}")]
+    NoValidHost(String),
+    /// A nova exception that fails the call as it is (class, text, code).
+    #[error("{0}")]
+    Nova(RequestError),
+    /// The API database did not answer (nova would raise the DB error).
+    #[error("{0}")]
+    Database(String),
+}
+
+impl From<RequestFailure> for PrefilterError {
+    fn from(f: RequestFailure) -> Self {
+        match f {
+            RequestFailure::Filter(_) => PrefilterError::NoValidHost(f.to_string()),
+            RequestFailure::Error(e) => e.into(),
+        }
+    }
+}
+
+impl From<RequestError> for PrefilterError {
+    fn from(e: RequestError) -> Self {
+        if e.class == "NoValidHost" {
+            let reason = e
+                .message
+                .strip_prefix("No valid host was found. ")
+                .unwrap_or(&e.message)
+                .to_string();
+            PrefilterError::NoValidHost(reason)
+        } else {
+            PrefilterError::Nova(e)
+        }
+    }
+}
+
+pub(super) fn db_error(what: &str, e: impl std::fmt::Display) -> PrefilterError {
+    warn!(error = %e, "{what}");
+    PrefilterError::Database(format!("{what}: {e}"))
+}
+
+/// nova's `process_reqspec`: every request filter, in order, on the spec.
+pub async fn process(
+    spec: &mut RequestSpec,
+    store: &HostStateStore,
+    opts: &PrefilterOptions,
+) -> Result<(), PrefilterError> {
+    require_tenant_aggregate(spec, store, opts).await?;
+    map_az_to_placement_aggregate(spec, store).await?;
+    require_image_type_support(spec, opts.query_placement_for_image_type_support);
+    compute_status_filter(spec);
+    isolate_aggregates(spec, store, opts).await?;
+    transform_image_metadata(spec, opts.image_metadata_prefilter);
+    accelerators_filter(spec);
+    packed_virtqueue_filter(spec)?;
+    // routed_networks_filter: refused at startup when enabled (PrefilterOptions::check).
+    remote_managed_ports_filter(spec);
+    ephemeral_encryption_filter(spec)?;
+    virtio_sound_filter(spec)?;
+    tpm_secret_security_filter(spec)?;
+    owner_nova_filter(spec, store).await;
+    Ok(())
+}
+
+fn destination(spec: &mut RequestSpec) -> &mut Destination {
+    spec.requested_destination
+        .get_or_insert_with(Destination::default)
+}
+
+/// `require_tenant_aggregate`: aggregates with a `filter_tenant_id*` metadata row
+/// whose value is the project (nova's `AggregateList.get_by_metadata(value=...)`
+/// loads only the matching rows, then tests the key prefix in Python).
+pub async fn require_tenant_aggregate(
+    spec: &mut RequestSpec,
+    store: &HostStateStore,
+    opts: &PrefilterOptions,
+) -> Result<(), PrefilterError> {
+    if !opts.limit_tenants_to_placement_aggregate {
+        return Ok(());
+    }
+    let project = spec.project_id.clone().unwrap_or_default();
+    let rows = store
+        .aggregates_with_metadata_value(&project)
+        .await
+        .map_err(|e| db_error("could not read tenant aggregates", e))?;
+    let uuids: BTreeSet<String> = rows
+        .into_iter()
+        .filter(|(_, key)| key.starts_with(TENANT_METADATA_KEY))
+        .map(|(uuid, _)| uuid)
+        .collect();
+    if !uuids.is_empty() {
+        debug!(aggregates = ?uuids, project = %project, "require_tenant_aggregate request filter added aggregates");
+        let joined = uuids.into_iter().collect::<Vec<_>>().join(",");
+        destination(spec).aggregates.push(joined);
+    } else if opts.placement_aggregate_required_for_tenants {
+        warn!(tenant = %project, "Tenant has no available aggregates");
+        return Err(PrefilterError::NoValidHost(
+            "Scheduling failed: No hosts available for tenant".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `map_az_to_placement_aggregate`: nothing added when no aggregate has the AZ.
+pub async fn map_az_to_placement_aggregate(
+    spec: &mut RequestSpec,
+    store: &HostStateStore,
+) -> Result<(), PrefilterError> {
+    let Some(az) = spec.availability_zone.clone().filter(|az| !az.is_empty()) else {
+        return Ok(());
+    };
+    let uuids = store
+        .aggregate_uuids_for_az(&az)
+        .await
+        .map_err(|e| db_error("could not map the availability zone to aggregates", e))?;
+    if uuids.is_empty() {
+        return Ok(());
+    }
+    debug!(az = %az, aggregates = ?uuids, "map_az_to_placement_aggregate request filter added aggregates");
+    destination(spec).aggregates.push(uuids.join(","));
+    Ok(())
+}
+
+/// `isolate_aggregates`: forbid aggregates that require (`trait:<T>=required`) a
+/// trait the request does not ask for (`AggregateList.get_non_matching_by_metadata_keys`).
+pub async fn isolate_aggregates(
+    spec: &mut RequestSpec,
+    store: &HostStateStore,
+    opts: &PrefilterOptions,
+) -> Result<(), PrefilterError> {
+    if !opts.enable_isolated_aggregate_filtering {
+        return Ok(());
+    }
+    let required = ResourceRequest::from_request_spec(spec, true, &QueryOptions::default())?
+        .all_required_traits();
+    let keys: Vec<String> = required.iter().map(|t| format!("trait:{t}")).collect();
+    let uuids = store
+        .aggregates_requiring_traits_other_than(&keys)
+        .await
+        .map_err(|e| db_error("could not read isolated aggregates", e))?;
+    if !uuids.is_empty() {
+        debug!(aggregates = ?uuids, "isolate_aggregates forbids aggregates");
+        destination(spec).forbidden_aggregates.extend(uuids);
+    }
+    Ok(())
+}
+
+/// `remote_managed_ports_filter` needs Neutron (`is_remote_managed_port`): not done.
+fn remote_managed_ports_filter(spec: &RequestSpec) {
+    if spec.requested_networks.iter().any(|n| n.port_id.is_some()) {
+        warn!(
+            "the request names ports; nova-scheduler-rs cannot ask Neutron whether they are \
+               remote-managed, so COMPUTE_REMOTE_MANAGED_PORTS is not required"
+        );
+    }
+}
+
+/// `owner_nova_filter`.
+async fn owner_nova_filter(spec: &mut RequestSpec, store: &HostStateStore) {
+    if spec
+        .request_level_params
+        .root_required
+        .contains("OWNER_NOVA")
+    {
+        return;
+    }
+    match store.min_compute_service_version().await {
+        Some(v) if v >= OWNER_NOVA_MIN_COMPUTE_VERSION => require_owner_nova(spec),
+        other => warn!(
+            min_version = other.unwrap_or(0),
+            need = OWNER_NOVA_MIN_COMPUTE_VERSION,
+            "OWNER_NOVA trait not added to scheduling request: not all nova-compute services are upgraded"
+        ),
+    }
+}
 
 /// os-traits 3.x trait names with the prefixes the image prefilters compute; nova
 /// tests `hasattr(os_traits, name)` and adds nothing for an unknown name.
@@ -319,6 +554,21 @@ fn pci_request_ids(spec: &RequestSpec) -> Vec<String> {
         .filter(|id| !id.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+impl PrefilterError {
+    /// The RPC failure nova would send for it.
+    pub fn into_remote(self) -> crate::rpc::RemoteError {
+        use crate::rpc::RemoteError;
+        match self {
+            PrefilterError::NoValidHost(reason) => RemoteError::no_valid_host(reason),
+            PrefilterError::Nova(e) if e.is_builtin() => RemoteError::value_error(e.message),
+            PrefilterError::Nova(e) => {
+                RemoteError::nova(e.class, e.message.clone(), e.code(), Default::default())
+            }
+            PrefilterError::Database(m) => RemoteError::runtime_error(m),
+        }
+    }
 }
 
 #[cfg(test)]
