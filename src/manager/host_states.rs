@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Step 7 of nova's `select_destinations`: the host states of the candidates
+//! Placement returned, each with its allocation requests. With the warm cache and
+//! the indexed decision they are rows of the cache's table (nothing is copied); else
+//! copies of the states, from the cache or read from the cells per request (nova's
+//! way). The decision then runs over whichever it got.
+
+use super::SchedulerManager;
+use crate::model::AllocationCandidate;
+use crate::model::HostState;
+use crate::rpc::RemoteError;
+use crate::scheduler::{
+    Claimer, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest,
+};
+use chrono::Utc;
+use rand::rngs::StdRng;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// A request's candidate hosts: copies of their states, or rows of the cache's
+/// decision table with the request's allocation candidates.
+pub(super) enum RequestHosts {
+    States(Vec<HostState>),
+    Table {
+        table: Arc<HostTable>,
+        rows: RowCandidates,
+    },
+}
+
+impl RequestHosts {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            RequestHosts::States(states) => states.len(),
+            RequestHosts::Table { rows, .. } => rows.len(),
+        }
+    }
+}
+
+/// A request's allocation requests by provider uuid. Fx-hashed: it is built and
+/// read once per candidate on every request, and its keys are provider uuids from
+/// Placement, not from users.
+pub(super) type CandidatesByProvider = FxHashMap<Arc<str>, Vec<AllocationCandidate>>;
+
+/// The allocation requests under each provider they allocate from, in Placement's
+/// order. A request naming several providers (sharing or nested) is listed under
+/// each; only those are copied.
+pub(super) fn index_by_provider(
+    allocation_requests: Vec<AllocationCandidate>,
+) -> CandidatesByProvider {
+    let mut index = CandidatesByProvider::with_capacity_and_hasher(
+        allocation_requests.len(),
+        Default::default(),
+    );
+    for ar in allocation_requests {
+        let providers = ar.providers();
+        let Some((last, others)) = providers.split_last() else {
+            continue;
+        };
+        for rp in others {
+            index.entry(Arc::clone(rp)).or_default().push(ar.clone());
+        }
+        index.entry(Arc::clone(last)).or_default().push(ar);
+    }
+    index
+}
+
+impl SchedulerManager {
+    /// Step 7: the host states of `uuids` (every node when `None`) in `cell` (every
+    /// cell when `None`), each with its allocation candidates moved out of
+    /// `candidates_by_rp`.
+    pub(super) async fn host_states(
+        &self,
+        uuids: Option<&[String]>,
+        cell: Option<&str>,
+        now: chrono::DateTime<Utc>,
+        candidates_by_rp: Option<CandidatesByProvider>,
+    ) -> Result<RequestHosts, RemoteError> {
+        // The cache's table holds every enabled cell; a request bound to one cell
+        // (a move), or one that needs the instances' system metadata, gets copies.
+        let table_cache = self.cache.as_ref().filter(|_| {
+            self.options.indexed_decision && !self.options.load_instance_system_metadata
+        });
+        if let (Some(cache), Some(uuids), None, true) =
+            (table_cache, uuids, cell, candidates_by_rp.is_some())
+        {
+            let mut by_rp = candidates_by_rp.unwrap_or_default();
+            let table = cache.table_for(uuids, now).await.map_err(|e| {
+                RemoteError::runtime_error(format!("could not read host states: {e}"))
+            })?;
+            let mut rows = RowCandidates::new(table.len());
+            for uuid in uuids {
+                if let Some(row) = table.row_of_uuid(uuid) {
+                    if !rows.contains(row) {
+                        // Moved, not copied, as into the host states below.
+                        rows.insert(row, by_rp.remove(uuid.as_str()).unwrap_or_default());
+                    }
+                }
+            }
+            return Ok(RequestHosts::Table { table, rows });
+        }
+        let hosts = match &self.cache {
+            Some(cache) => cache.host_states(uuids, cell, now).await,
+            None => self.store.host_states(uuids, cell).await,
+        };
+        let mut hosts = hosts
+            .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
+        if let Some(mut index) = candidates_by_rp {
+            for h in &mut hosts {
+                // Moved, not copied: each compute node uuid names one host state.
+                h.allocation_candidates = h
+                    .uuid
+                    .as_ref()
+                    .and_then(|u| index.remove(u))
+                    .unwrap_or_default();
+            }
+        }
+        if self.options.load_instance_system_metadata {
+            self.store.attach_instance_system_metadata(&mut hosts).await;
+        }
+        Ok(RequestHosts::States(hosts))
+    }
+
+    /// The decision over `hosts` (a table's rows stay with `hosts`, to be freed by
+    /// the caller).
+    pub(super) async fn decide<C: Claimer>(
+        &self,
+        hosts: &mut RequestHosts,
+        request: ScheduleRequest,
+        claimer: &mut C,
+        rng: &mut StdRng,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        match hosts {
+            RequestHosts::States(states) => {
+                self.scheduler
+                    .schedule(std::mem::take(states), request, claimer, rng)
+                    .await
+            }
+            RequestHosts::Table { table, rows } => {
+                self.scheduler
+                    .schedule_table(table, rows, request, claimer, rng)
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: Apache-2.0
+//! nova's `_schedule` with its claims: the decision over the request's host states,
+//! claiming each instance as nova does (`GET` + `PUT /allocations/{uuid}` during the
+//! decision), or, when the provider index answered the request and its instances are
+//! new consumers, recording the claims in the index and sending them to Placement
+//! in one `POST /allocations` after the decision.
+
+use super::host_states::{index_by_provider, RequestHosts};
+use super::read_ahead::AllocationReadAhead;
+use super::{batch_claims, candidates, claims, query, redelivery};
+use super::{ClaimTime, Delivery, SchedulerManager};
+use crate::model::RequestSpec;
+use crate::placement::index::LiveIndex;
+use crate::rpc::RequestContext;
+use crate::scheduler::{ScheduleError, ScheduleOutcome, ScheduleRequest};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use tracing::{debug, info, warn};
+
+/// Decisions made for one batched request: the first, plus a new one on a refreshed
+/// index after each refused `POST /allocations`. Each refusal means another
+/// scheduler took the room first; three rounds let a request step past two such
+/// races while a request that keeps losing ends in NoValidHost (as nova's
+/// per-instance claims end when every host refused) instead of looping.
+const BATCH_CLAIM_ATTEMPTS: u32 = 3;
+
+/// How the claims of one request were made (the "select_destinations done" line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClaimMode {
+    /// No claim: no Placement candidates (rebuild) or no instance uuids (RPC < 4.4).
+    None,
+    /// nova's way: `GET` + `PUT /allocations/{uuid}` per instance.
+    PerInstance,
+    /// One `POST /allocations` for the whole request.
+    Batched,
+}
+
+impl ClaimMode {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            ClaimMode::None => "none",
+            ClaimMode::PerInstance => "per-instance",
+            ClaimMode::Batched => "batched",
+        }
+    }
+}
+
+/// Who the claims of a request are made for, and the time they waited on Placement.
+struct ClaimContext {
+    project_id: String,
+    user_id: String,
+    global_request_id: Option<String>,
+    waited: ClaimTime,
+    /// When the caller stops waiting.
+    deadline: Option<Instant>,
+    /// Per instance, providers an earlier delivery of the request claimed.
+    earlier_claims: FxHashMap<String, Vec<String>>,
+}
+
+/// What the schedule step needs of the candidates step.
+pub(super) struct Candidates {
+    pub spec_before: Option<RequestSpec>,
+    pub from_index: bool,
+    pub read_ahead: Option<AllocationReadAhead>,
+}
+
+/// What the schedule step did.
+pub(super) struct Scheduled {
+    pub outcome: Result<ScheduleOutcome, ScheduleError>,
+    pub claim_mode: ClaimMode,
+    pub claim_attempts: u32,
+    /// Time the claims (and their release) waited on Placement.
+    pub claims_waited: std::time::Duration,
+}
+
+/// What [`SchedulerManager::schedule_batched`] did.
+struct Batched {
+    outcome: Result<ScheduleOutcome, ScheduleError>,
+    /// Decisions made (a per-instance fallback counts as one more).
+    attempts: u32,
+    /// False when it fell back to per-instance claims.
+    batched: bool,
+}
+
+impl SchedulerManager {
+    /// The decision and its claims: one `POST /allocations` for the whole request
+    /// when the provider index answered it and its instances are new consumers,
+    /// else nova's claim per instance during the decision.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn schedule(
+        &self,
+        ctx: &RequestContext,
+        hosts: &mut RequestHosts,
+        request: ScheduleRequest,
+        candidates: Candidates,
+        cell: Option<&str>,
+        global_request_id: Option<String>,
+        delivery: Delivery,
+    ) -> Scheduled {
+        let project_id = request.spec.project_id.clone().unwrap_or_default();
+        let user_id = request
+            .spec
+            .user_id
+            .clone()
+            .or_else(|| ctx.user_id().map(str::to_string))
+            .unwrap_or_default();
+        // A request delivered before may find its earlier delivery's claims.
+        let earlier_claims = match (
+            &request.instance_uuids,
+            delivery.redelivered,
+            request.use_placement,
+        ) {
+            (Some(uuids), true, true) => {
+                redelivery::earlier_claims(
+                    &self.placement,
+                    &self.store,
+                    &request.spec.ignore_hosts,
+                    uuids,
+                    global_request_id.as_deref(),
+                )
+                .await
+            }
+            _ => FxHashMap::default(),
+        };
+        let claims = ClaimContext {
+            project_id,
+            user_id,
+            global_request_id,
+            waited: ClaimTime::default(),
+            deadline: delivery.deadline,
+            earlier_claims,
+        };
+        // The RNG lock is held only for the synchronous parts; a fresh RNG per request
+        // is derived so concurrent requests never wait on each other's claims.
+        let mut rng = {
+            let mut shared = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            StdRng::seed_from_u64(rand::RngExt::random(&mut *shared))
+        };
+        let claiming = request.use_placement && request.instance_uuids.is_some();
+        let batch_index = match (&candidates.spec_before, candidates.from_index && claiming) {
+            (Some(_), true) if claims.earlier_claims.is_empty() => {
+                self.batch_index(request.instance_uuids.as_deref()).await
+            }
+            _ => None,
+        };
+        let mut claim_mode = if claiming {
+            ClaimMode::PerInstance
+        } else {
+            ClaimMode::None
+        };
+        let mut claim_attempts = 0;
+        let outcome = match (batch_index, candidates.spec_before) {
+            (Some(index), Some(spec_before)) => {
+                let batched = self
+                    .schedule_batched(index, hosts, request, spec_before, cell, &claims, &mut rng)
+                    .await;
+                claim_attempts = batched.attempts;
+                if batched.batched {
+                    claim_mode = ClaimMode::Batched;
+                }
+                batched.outcome
+            }
+            _ => {
+                if claiming {
+                    claim_attempts = 1;
+                }
+                self.schedule_per_instance(hosts, request, &claims, candidates.read_ahead, &mut rng)
+                    .await
+            }
+        };
+        Scheduled {
+            outcome,
+            claim_mode,
+            claim_attempts,
+            claims_waited: claims.waited.total(),
+        }
+    }
+
+    /// nova's way: each instance claimed with its own `PUT` during the decision.
+    async fn schedule_per_instance(
+        &self,
+        hosts: &mut RequestHosts,
+        request: ScheduleRequest,
+        claims: &ClaimContext,
+        read_ahead: Option<AllocationReadAhead>,
+        rng: &mut StdRng,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        let mut claimer = claims::PlacementClaims::new(
+            &self.placement,
+            self.placement_index.as_deref(),
+            claims.project_id.clone(),
+            claims.user_id.clone(),
+            claims.global_request_id.clone(),
+            &claims.waited,
+        )
+        .with_read_ahead(read_ahead)
+        .with_deadline(claims.deadline)
+        .with_earlier_claims(claims.earlier_claims.clone());
+        self.decide(hosts, request, &mut claimer, rng).await
+    }
+
+    /// The index to batch this request's claims with, or `None` for nova's
+    /// per-instance claims. Batching needs new consumers: an instance that already
+    /// has a consumer in Placement (an evacuation keeps its source allocation, which
+    /// nova's claim doubles; a retried request may have claimed already) must go
+    /// through nova's `GET` + `PUT`, which reads and keeps what it holds. One
+    /// read-only query of Placement's `consumers` table tells, for all instances at
+    /// once; the request spec cannot (an evacuation looks like a boot there). When
+    /// that query fails the request is claimed per instance, which is always right.
+    async fn batch_index(&self, instance_uuids: Option<&[String]>) -> Option<&LiveIndex> {
+        let index = self.placement_index.as_deref()?;
+        let uuids = instance_uuids.filter(|u| !u.is_empty())?;
+        if self.batch_unsupported.load(Ordering::Relaxed) {
+            return None;
+        }
+        match index.existing_consumers(uuids).await {
+            Ok(existing) if existing.is_empty() => Some(index),
+            Ok(existing) => {
+                debug!(consumers = ?existing, "instances already known to Placement: claims per instance");
+                None
+            }
+            Err(e) => {
+                warn!(error = %e, "could not read Placement's consumers; claims per instance");
+                None
+            }
+        }
+    }
+
+    /// The decision with its claims recorded in the index, then one `POST
+    /// /allocations` for all of them. A refused POST wrote nothing: the index is
+    /// refreshed, the candidates asked again and the decision re-run, at most
+    /// [`BATCH_CLAIM_ATTEMPTS`] times in all, then NoValidHost. A consumer
+    /// generation conflict fails the request (nova's `AllocationUpdateFailed`); a
+    /// Placement without the microversion gets nova's per-instance claims.
+    ///
+    /// Nothing here holds a lock across the POST: other requests decide meanwhile,
+    /// seeing this request's claims in the index.
+    // Each argument is a distinct part of the request in flight; a struct would
+    // only rename them.
+    #[allow(clippy::too_many_arguments)]
+    async fn schedule_batched(
+        &self,
+        index: &LiveIndex,
+        hosts: &mut RequestHosts,
+        request: ScheduleRequest,
+        spec_before_candidates: RequestSpec,
+        cell: Option<&str>,
+        claims: &ClaimContext,
+        rng: &mut StdRng,
+    ) -> Batched {
+        let ScheduleRequest {
+            spec,
+            instance_uuids,
+            use_placement,
+            return_alternates,
+            now,
+        } = request;
+        let request = |spec: &RequestSpec| ScheduleRequest {
+            spec: spec.clone(),
+            instance_uuids: instance_uuids.clone(),
+            use_placement,
+            return_alternates,
+            now,
+        };
+        let query_options = query::QueryOptions {
+            max_placement_results: self.options.max_placement_results,
+        };
+        // The candidates asked again on a refreshed index, with their hosts' states
+        // read again (the decision consumed the first ones; a retry is rare, so the
+        // first states are not kept aside).
+        let fresh_hosts = || async {
+            if let Err(e) = index.refresh().await {
+                warn!(error = %e, "could not refresh the placement provider index");
+            }
+            let mut spec_q = spec_before_candidates.clone();
+            let fresh = candidates::allocation_candidates(
+                &mut spec_q,
+                &self.store,
+                &self.placement,
+                Some(index),
+                &query_options,
+                &self.options.prefilters,
+                claims.global_request_id.as_deref(),
+            )
+            .await;
+            let found = match fresh {
+                Ok(fresh) => fresh.found,
+                Err(e) => {
+                    warn!(error = %e, "could not ask for allocation candidates again");
+                    return None;
+                }
+            };
+            let by_rp = index_by_provider(found.allocation_requests);
+            match self
+                .host_states(Some(&found.provider_uuids), cell, now, Some(by_rp))
+                .await
+            {
+                Ok(hosts) => Some(hosts),
+                Err(e) => {
+                    warn!(error = %e.message, "could not read host states again");
+                    None
+                }
+            }
+        };
+        let done = |outcome, attempts, batched| Batched {
+            outcome,
+            attempts,
+            batched,
+        };
+        for attempt in 1..=BATCH_CLAIM_ATTEMPTS {
+            if attempt > 1 {
+                match fresh_hosts().await {
+                    Some(fresh) => *hosts = fresh,
+                    None => break,
+                }
+            }
+            let mut claimer = batch_claims::BatchClaims::new(index, claims.deadline);
+            let outcome = match self.decide(hosts, request(&spec), &mut claimer, rng).await {
+                Ok(outcome) => outcome,
+                // The decision itself failed (NoValidHost, a weigher): the claimer
+                // took its claims back out of the index.
+                Err(e) => return done(Err(e), attempt, true),
+            };
+            let posted = Instant::now();
+            let committed = claimer
+                .commit(
+                    &self.placement,
+                    &claims.project_id,
+                    &claims.user_id,
+                    claims.global_request_id.as_deref(),
+                )
+                .await;
+            claims.waited.add(posted);
+            match committed {
+                Ok(()) => {
+                    self.batched_claims.fetch_add(1, Ordering::Relaxed);
+                    return done(Ok(outcome), attempt, true);
+                }
+                Err(batch_claims::CommitError::Refused(reason)) => {
+                    self.batch_conflicts.fetch_add(1, Ordering::Relaxed);
+                    info!(attempt, %reason, "batched claim refused; deciding again on a refreshed index");
+                }
+                Err(batch_claims::CommitError::Consumer(e)) => {
+                    return done(Err(e.into()), attempt, true)
+                }
+                Err(batch_claims::CommitError::Unsupported) => {
+                    warn!("Placement refused the microversion of POST /allocations; claims per instance from now on");
+                    self.batch_unsupported.store(true, Ordering::Relaxed);
+                    // The refused POST wrote nothing and the claimer took its claims
+                    // back out of the index: the same question, claimed nova's way.
+                    let Some(fresh) = fresh_hosts().await else {
+                        break;
+                    };
+                    *hosts = fresh;
+                    let outcome = self
+                        .schedule_per_instance(hosts, request(&spec), claims, None, rng)
+                        .await;
+                    return done(outcome, attempt + 1, false);
+                }
+            }
+        }
+        debug!("Unable to successfully claim against any host.");
+        done(
+            Err(ScheduleError::NoValidHost {
+                reason: "There are not enough hosts available.".into(),
+            }),
+            BATCH_CLAIM_ATTEMPTS,
+            true,
+        )
+    }
+}
