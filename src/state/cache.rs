@@ -32,7 +32,9 @@
 //!   sharing providers) are remembered for a while so they cost one query only.
 //! - Our own decisions are retained: the virtual consumption of each selected host
 //!   is re-applied to its cached state until the compute node row is written after
-//!   the decision (nova's `HostState.updated` rule) or `consumption_ttl` passes.
+//!   the decision (nova's `HostState.updated` rule; a row stamped in the
+//!   decision's second counts as after it, see [`still_pending`]) or
+//!   `consumption_ttl` passes.
 
 use super::cells::CellDb;
 use super::compute::{self, ComputeNodeRow, ServiceRow};
@@ -40,7 +42,7 @@ use super::queries::{self, Change, HostInstance, InstanceRow, Window};
 use super::{lock, read, write, HostStateStore, StateError};
 use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
 use crate::scheduler::HostTable;
-use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
+use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, SubsecRound, Utc};
 use futures_util::future::join_all;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -494,10 +496,18 @@ impl CellCache {
 }
 
 /// nova's rule: a compute node row written after a decision already shows it.
+///
+/// `updated_at` has whole seconds (the database truncates or rounds the writer's
+/// clock) and a decision's time has not: a row stamped in the decision's second,
+/// or later, may have been written after it (the compute's claim, a fraction of
+/// a second later) and is taken to show it. Only a row stamped in an earlier
+/// second is known to predate the decision. In doubt the decision is dropped:
+/// the host is then what nova reads, where keeping it would count the claim
+/// twice, a state nova never sees.
 fn still_pending(retained: &[Retained], row_updated: Option<NaiveDateTime>) -> Vec<Retained> {
     retained
         .iter()
-        .filter(|r| row_updated.is_none_or(|u| r.at > u.and_utc()))
+        .filter(|r| row_updated.is_none_or(|u| u.and_utc() < r.at.trunc_subsecs(0)))
         .copied()
         .collect()
 }
