@@ -914,6 +914,16 @@ impl SchedulerManager {
                         }
                     }
                 }
+                // A claim or a deletion: the compute wrote its node just before the
+                // cast; read it now, not at the next pass (a periodic sync follows no
+                // write).
+                if method != "sync_instance_info" {
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        let cache = Arc::clone(cache);
+                        let host = host.to_string();
+                        runtime.spawn(async move { cache.reread_host(&host).await });
+                    }
+                }
             }
             _ => debug!(method, "cast ignored"),
         }

@@ -489,6 +489,51 @@ async fn a_row_stamped_in_the_decisions_second_shows_the_decision() {
     assert_eq!(table.row(row).vcpus_used, live[0].vcpus_used);
 }
 
+/// nova-compute casts `update_instance_info` / `delete_instance_info` after its
+/// resource tracker wrote the host's node (a claim, a deletion): the daemon reads
+/// that host's nodes again at once, so a boot right after a delete sees the node
+/// nova would read rather than the one of the last pass.
+#[tokio::test]
+async fn a_host_is_read_again_without_waiting_for_the_pass() {
+    let c = cloud("reread", CacheOptions::default()).await;
+    let wanted = vec![uuid(1, 2)];
+    let before = c.store.host_states(Some(&wanted), None).await.unwrap();
+    let table = c.cache.table(Utc::now()).await.unwrap();
+    // The deletion of a server: the row gives its resources back.
+    exec(
+        &c.cell1,
+        &[
+            "UPDATE compute_nodes SET free_ram_mb = free_ram_mb + 2048, \
+           memory_mb_used = memory_mb_used - 2048, vcpus_used = vcpus_used - 2, \
+           updated_at = UTC_TIMESTAMP() WHERE id = 2"
+                .to_string(),
+        ],
+    )
+    .await;
+    let stale = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(stale[0].free_ram_mb, before[0].free_ram_mb, "no pass yet");
+    // Two casts at once: one read runs, the other has it run once more.
+    tokio::join!(c.cache.reread_host("c1-b"), c.cache.reread_host("c1-b"));
+    let seen = assert_same(&c, Some(&wanted)).await;
+    assert_eq!(seen[0].free_ram_mb, before[0].free_ram_mb + 2048);
+    let now = Utc::now();
+    let after = c.cache.table(now).await.unwrap();
+    let row = after.row_of_uuid(&uuid(1, 2)).expect("row");
+    assert_eq!(after.row(row).free_ram_mb, before[0].free_ram_mb + 2048);
+    let c1a = after.row_of_uuid(&uuid(1, 1)).expect("row");
+    assert!(
+        Arc::ptr_eq(after.row(c1a), table.row(c1a)),
+        "only the host read again changed"
+    );
+    // A host no cell knows: nothing happens.
+    c.cache.reread_host("nowhere").await;
+    assert_same(&c, None).await;
+}
+
 #[tokio::test]
 async fn instance_info_casts_update_the_cached_instances() {
     let c = cloud("casts", no_retention()).await;

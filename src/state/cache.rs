@@ -26,6 +26,9 @@
 //!   `deleted_at` every `deleted_instances_scan_interval`. nova's own delete saves
 //!   the instance just before it soft-deletes it, and the compute casts the
 //!   deletion to the scheduler, so the scan is the fallback.
+//! - nova-compute's `update_instance_info` and `delete_instance_info` casts follow
+//!   a write of the host's compute node by its resource tracker: that host's nodes
+//!   are read again at once ([`HostStateCache::reread_host`]).
 //! - A request's uuids that the cache does not know (a node created since the last
 //!   pass) are read from the cell databases at once, so the cache never hides a
 //!   provider Placement returned. Uuids that are not compute nodes (nested or
@@ -200,6 +203,9 @@ pub struct HostStateCache {
     /// Every enabled cell's host states as a table for the indexed decision; built
     /// on first use, then kept up to date from the changed hosts.
     decision_table: Mutex<Option<DecisionTable>>,
+    /// Hosts whose nodes are being read again (see [`HostStateCache::reread_host`]),
+    /// each with whether a cast came meanwhile (the read then runs once more).
+    rereads: Mutex<HashMap<String, bool>>,
 }
 
 /// The host states of every enabled cell as a request would read them (see
@@ -526,6 +532,7 @@ impl HostStateCache {
             cells: RwLock::new(HashMap::new()),
             unknown_uuids: Mutex::new(HashMap::new()),
             decision_table: Mutex::new(None),
+            rereads: Mutex::new(HashMap::new()),
             last_aggregate_load: Mutex::new(Instant::now()),
         }
     }
@@ -1114,6 +1121,71 @@ impl HostStateCache {
     pub fn delete_instance_info(&self, host: &str, instance_uuid: &str) {
         if let Some(cache) = self.cell_of_host(host) {
             write(&cache).remove_instance(host, instance_uuid);
+        }
+    }
+
+    /// Reads the compute nodes of `host` again now rather than at the next pass.
+    /// nova-compute casts `update_instance_info` and `delete_instance_info` after
+    /// its resource tracker wrote the host's node (a claim, a deletion), so a
+    /// request that follows (another boot right after a delete) sees the row
+    /// nova would read, not the one of the last pass. A row older than the
+    /// cached one is ignored, as on any targeted read. Reads of one host do not
+    /// run side by side: a call during a read has it run once more after.
+    pub async fn reread_host(&self, host: &str) {
+        {
+            let mut pending = lock(&self.rereads);
+            if let Some(again) = pending.get_mut(host) {
+                *again = true;
+                return;
+            }
+            pending.insert(host.to_string(), false);
+        }
+        loop {
+            self.read_host_nodes(host).await;
+            let mut pending = lock(&self.rereads);
+            match pending.get_mut(host) {
+                Some(again) if *again => *again = false,
+                _ => {
+                    pending.remove(host);
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn read_host_nodes(&self, host: &str) {
+        let Some((cell_uuid, cache)) = read(&self.cells)
+            .iter()
+            .find(|(_, c)| read(c).services.contains_key(host))
+            .map(|(u, c)| (u.clone(), Arc::clone(c)))
+        else {
+            return;
+        };
+        let set = self.store.cell_set();
+        let Some(db) = set.cells.iter().find(|d| d.cell.uuid == cell_uuid) else {
+            return;
+        };
+        let Some(pool) = db.pool.as_ref() else {
+            return;
+        };
+        let read_nodes = async {
+            let nodes = queries::compute_nodes_of_host(pool, host).await?;
+            self.store.backfill_ratios(pool, db, &nodes).await;
+            Ok::<_, sqlx::Error>(nodes)
+        };
+        match tokio::time::timeout(self.store.cell_timeout, read_nodes).await {
+            Ok(Ok(nodes)) => {
+                let mut c = write(&cache);
+                for n in nodes {
+                    c.upsert_node(&cell_uuid, &self.store.ratios, n, false);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%host, cell = %db.display_name(), error = %e, "could not read the host's compute nodes again; the next pass will");
+            }
+            Err(_) => {
+                tracing::warn!(%host, cell = %db.display_name(), "timeout reading the host's compute nodes again; the next pass will");
+            }
         }
     }
 
