@@ -289,3 +289,126 @@ async fn nothing_to_place() {
     .await;
     assert_eq!(coverage.indexed, 1, "{coverage:?}");
 }
+
+/// The control plane's three equal hosts (nova's fake driver: 800,000 MB, 1,000
+/// vCPUs, no free disk reported) and a request for three servers of 256 MB, 1
+/// vCPU, 1 GB, with nova's default weighers, on host states seen there: the
+/// table and the reference must agree, and the outcome is nova's on those states.
+#[tokio::test]
+async fn three_equal_hosts_and_three_servers() {
+    let now = chrono::Utc::now();
+    // Host order: compute node ids (cp-compute2 was created first).
+    let names = ["cp-compute2", "cp-compute3", "cp-compute1"];
+    // (free RAM, vCPUs used, free disk, instances, I/O ops) of cp-compute2.
+    let host = |i: usize, (ram, vcpus, disk, n, io): (i64, i64, i64, i64, i64)| HostState {
+        host: names[i].into(),
+        nodename: names[i].into(),
+        cell_uuid: "cell1".into(),
+        uuid: Some(format!("rp-{i}").into()),
+        total_usable_ram_mb: 800_000,
+        free_ram_mb: ram,
+        ram_allocation_ratio: 1.0,
+        total_usable_disk_gb: 600_000,
+        free_disk_mb: disk,
+        disk_allocation_ratio: 1.0,
+        vcpus_total: 1000,
+        vcpus_used: vcpus,
+        cpu_allocation_ratio: 1.0,
+        num_instances: n,
+        num_io_ops: io,
+        hypervisor_version: Some(1000),
+        service: nova_scheduler::model::ServiceInfo {
+            host: names[i].into(),
+            last_seen_up: Some(now),
+            ..Default::default()
+        },
+        allocation_candidates: vec![serde_json::json!({"allocations": {format!("rp-{i}"): {
+            "resources": {"MEMORY_MB": 256, "VCPU": 1, "DISK_GB": 1}}}})
+        .into()],
+        ..Default::default()
+    };
+    let empty = (799_488, 0, 0, 0, 0);
+    let sched = Scheduler {
+        filters: nova_scheduler::filters::build_chain(
+            &["ComputeFilter".to_string()],
+            &nova_scheduler::filters::FilterConfig::default(),
+        )
+        .expect("filters"),
+        weighers: nova_scheduler::weighers::build_pipeline(
+            &["nova.scheduler.weights.all_weighers".into()],
+            &nova_scheduler::weighers::WeigherConfig::default(),
+        )
+        .expect("weighers"),
+        host_subset_size: 1,
+        shuffle_best_same_weighed_hosts: false,
+        max_attempts: 3,
+        packing_host_numa_cells_allocation_strategy: false,
+    };
+    let request = || ScheduleRequest {
+        spec: nova_scheduler::model::RequestSpec {
+            num_instances: 3,
+            flavor: nova_scheduler::model::Flavor {
+                id: Some(1),
+                memory_mb: 256,
+                vcpus: 1,
+                root_gb: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        instance_uuids: Some((0..3).map(|k| format!("inst-{k}")).collect()),
+        use_placement: true,
+        return_alternates: true,
+        now,
+    };
+    let cases = [
+        // Every host empty: the host order.
+        (empty, ["cp-compute2", "cp-compute3", "cp-compute1"]),
+        // cp-compute2's row after a claim (the fake driver's row moves no disk,
+        // and DiskWeigher's minval makes a consumed host's negative free disk 0):
+        // for the third server every host ties, and nova's stable sort keeps the
+        // previous pick first.
+        (
+            (799_232, 1, 0, 1, 1),
+            ["cp-compute3", "cp-compute1", "cp-compute1"],
+        ),
+        // That row with the same claim retained on top (counted twice: the
+        // control-plane failure): cp-compute2 is last throughout.
+        (
+            (798_976, 2, -1024, 2, 2),
+            ["cp-compute3", "cp-compute1", "cp-compute1"],
+        ),
+    ];
+    let mut coverage = Coverage::default();
+    for (k, (first, want)) in cases.into_iter().enumerate() {
+        let hosts: Vec<HostState> = (0..3)
+            .map(|i| host(i, if i == 0 { first } else { empty }))
+            .collect();
+        let table = HostTable::new(hosts.clone());
+        let candidate = vec![true; hosts.len()];
+        compare(
+            k as u64,
+            &sched,
+            &table,
+            &hosts,
+            &candidate,
+            &Claims::default(),
+            request(),
+            &mut coverage,
+        )
+        .await;
+        let mut claims = Claims::default();
+        let mut rng = StdRng::seed_from_u64(k as u64);
+        let out = sched
+            .schedule_reference(hosts, request(), &mut claims, &mut rng)
+            .await
+            .expect("placed");
+        let got: Vec<&str> = out
+            .destinations
+            .iter()
+            .map(|list| &*out.hosts[list[0].host].host)
+            .collect();
+        assert_eq!(got, want, "case {k}");
+    }
+    assert_eq!(coverage.indexed, 3, "{coverage:?}");
+}

@@ -421,6 +421,119 @@ async fn our_decisions_are_retained_until_the_compute_node_row_moves() {
     assert_eq!(seen[0].num_instances, before[0].num_instances);
 }
 
+/// The compute's claim written in the second of our decision: `updated_at` has
+/// whole seconds (the database truncates or rounds the writer's clock), the
+/// decision's time has not, so the row may already show the decision. It is no
+/// longer added: the host is what nova reads, never the claim counted twice (the
+/// control-plane run that put two of three servers on one host: a server
+/// decided at .140 of a second, its claim stamped with that second, counted
+/// again on top of the row that held it).
+#[tokio::test]
+async fn a_row_stamped_in_the_decisions_second_shows_the_decision() {
+    let c = cloud("retain_same_second", CacheOptions::default()).await;
+    let flavor = Consumption {
+        memory_mb: 2048,
+        root_gb: 10,
+        ephemeral_gb: 0,
+        vcpus: 2,
+    };
+    let cell1 = c.store.cells()[0].uuid.clone();
+    let wanted = vec![uuid(1, 2)];
+    let second: chrono::NaiveDateTime = sqlx::query_scalar("SELECT UTC_TIMESTAMP()")
+        .fetch_one(&c.cell1)
+        .await
+        .unwrap();
+    // Decided at .140 of that second...
+    let decided = second.and_utc() + chrono::Duration::milliseconds(140);
+    c.cache.retain(&cell1, &uuid(1, 2), flavor, decided);
+    let before = c.store.host_states(Some(&wanted), None).await.unwrap();
+    let now = Utc::now();
+    let seen = c.cache.host_states(Some(&wanted), None, now).await.unwrap();
+    assert_eq!(seen[0].free_ram_mb, before[0].free_ram_mb - 2048);
+    assert_eq!(seen[0].vcpus_used, before[0].vcpus_used + 2);
+    let table = c.cache.table(now).await.unwrap();
+    let row = table.row_of_uuid(&uuid(1, 2)).expect("row");
+    assert_eq!(table.row(row).free_ram_mb, before[0].free_ram_mb - 2048);
+    // ...and claimed by the compute later in it: the row holds the server.
+    exec(
+        &c.cell1,
+        &[format!(
+            "UPDATE compute_nodes SET free_ram_mb = free_ram_mb - 2048, \
+             memory_mb_used = memory_mb_used + 2048, vcpus_used = vcpus_used + 2, \
+             updated_at = '{}' WHERE id = 2",
+            second.format("%Y-%m-%d %H:%M:%S")
+        )],
+    )
+    .await;
+    c.cache.refresh().await;
+    let live = c.store.host_states(Some(&wanted), None).await.unwrap();
+    assert_eq!(live[0].free_ram_mb, before[0].free_ram_mb - 2048);
+    let now = Utc::now();
+    let seen = c.cache.host_states(Some(&wanted), None, now).await.unwrap();
+    assert_eq!(
+        (
+            seen[0].free_ram_mb,
+            seen[0].vcpus_used,
+            seen[0].num_instances
+        ),
+        (
+            live[0].free_ram_mb,
+            live[0].vcpus_used,
+            live[0].num_instances
+        ),
+        "the claim is counted once"
+    );
+    let table = c.cache.table(now).await.unwrap();
+    let row = table.row_of_uuid(&uuid(1, 2)).expect("row");
+    assert_eq!(table.row(row).free_ram_mb, live[0].free_ram_mb);
+    assert_eq!(table.row(row).vcpus_used, live[0].vcpus_used);
+}
+
+/// nova-compute casts `update_instance_info` / `delete_instance_info` after its
+/// resource tracker wrote the host's node (a claim, a deletion): the daemon reads
+/// that host's nodes again at once, so a boot right after a delete sees the node
+/// nova would read rather than the one of the last pass.
+#[tokio::test]
+async fn a_host_is_read_again_without_waiting_for_the_pass() {
+    let c = cloud("reread", CacheOptions::default()).await;
+    let wanted = vec![uuid(1, 2)];
+    let before = c.store.host_states(Some(&wanted), None).await.unwrap();
+    let table = c.cache.table(Utc::now()).await.unwrap();
+    // The deletion of a server: the row gives its resources back.
+    exec(
+        &c.cell1,
+        &[
+            "UPDATE compute_nodes SET free_ram_mb = free_ram_mb + 2048, \
+           memory_mb_used = memory_mb_used - 2048, vcpus_used = vcpus_used - 2, \
+           updated_at = UTC_TIMESTAMP() WHERE id = 2"
+                .to_string(),
+        ],
+    )
+    .await;
+    let stale = c
+        .cache
+        .host_states(Some(&wanted), None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(stale[0].free_ram_mb, before[0].free_ram_mb, "no pass yet");
+    // Two casts at once: one read runs, the other has it run once more.
+    tokio::join!(c.cache.reread_host("c1-b"), c.cache.reread_host("c1-b"));
+    let seen = assert_same(&c, Some(&wanted)).await;
+    assert_eq!(seen[0].free_ram_mb, before[0].free_ram_mb + 2048);
+    let now = Utc::now();
+    let after = c.cache.table(now).await.unwrap();
+    let row = after.row_of_uuid(&uuid(1, 2)).expect("row");
+    assert_eq!(after.row(row).free_ram_mb, before[0].free_ram_mb + 2048);
+    let c1a = after.row_of_uuid(&uuid(1, 1)).expect("row");
+    assert!(
+        Arc::ptr_eq(after.row(c1a), table.row(c1a)),
+        "only the host read again changed"
+    );
+    // A host no cell knows: nothing happens.
+    c.cache.reread_host("nowhere").await;
+    assert_same(&c, None).await;
+}
+
 #[tokio::test]
 async fn instance_info_casts_update_the_cached_instances() {
     let c = cloud("casts", no_retention()).await;

@@ -9,6 +9,7 @@ use super::SchedulerManager;
 use crate::model::Aggregate;
 use crate::rpc::RemoteError;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 use tracing::{debug, info};
 
 impl SchedulerManager {
@@ -93,6 +94,16 @@ impl SchedulerManager {
                         if cache.sync_instance_info(host, &uuids) {
                             debug!(host, "Successfully synced instances from host");
                         }
+                    }
+                }
+                // A claim or a deletion: the compute wrote its node just before the
+                // cast; read it now, not at the next pass (a periodic sync follows no
+                // write).
+                if method != "sync_instance_info" {
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        let cache = Arc::clone(cache);
+                        let host = host.to_string();
+                        runtime.spawn(async move { cache.reread_host(&host).await });
                     }
                 }
             }

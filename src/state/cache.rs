@@ -26,13 +26,18 @@
 //!   `deleted_at` every `deleted_instances_scan_interval`. nova's own delete saves
 //!   the instance just before it soft-deletes it, and the compute casts the
 //!   deletion to the scheduler, so the scan is the fallback.
+//! - nova-compute's `update_instance_info` and `delete_instance_info` casts follow
+//!   a write of the host's compute node by its resource tracker: that host's nodes
+//!   are read again at once ([`HostStateCache::reread_host`]).
 //! - A request's uuids that the cache does not know (a node created since the last
 //!   pass) are read from the cell databases at once, so the cache never hides a
 //!   provider Placement returned. Uuids that are not compute nodes (nested or
 //!   sharing providers) are remembered for a while so they cost one query only.
 //! - Our own decisions are retained: the virtual consumption of each selected host
 //!   is re-applied to its cached state until the compute node row is written after
-//!   the decision (nova's `HostState.updated` rule) or `consumption_ttl` passes.
+//!   the decision (nova's `HostState.updated` rule; a row stamped in the
+//!   decision's second counts as after it, see [`still_pending`]) or
+//!   `consumption_ttl` passes.
 
 use super::cells::CellDb;
 use super::compute::{self, ComputeNodeRow, ServiceRow};
@@ -40,7 +45,7 @@ use super::queries::{self, Change, HostInstance, InstanceRow, Window};
 use super::{lock, read, write, HostStateStore, StateError};
 use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
 use crate::scheduler::HostTable;
-use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, Utc};
+use chrono::{DateTime, Duration as ChronoDuration, NaiveDateTime, SubsecRound, Utc};
 use futures_util::future::join_all;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -198,6 +203,9 @@ pub struct HostStateCache {
     /// Every enabled cell's host states as a table for the indexed decision; built
     /// on first use, then kept up to date from the changed hosts.
     decision_table: Mutex<Option<DecisionTable>>,
+    /// Hosts whose nodes are being read again (see [`HostStateCache::reread_host`]),
+    /// each with whether a cast came meanwhile (the read then runs once more).
+    rereads: Mutex<HashMap<String, bool>>,
 }
 
 /// The host states of every enabled cell as a request would read them (see
@@ -494,10 +502,18 @@ impl CellCache {
 }
 
 /// nova's rule: a compute node row written after a decision already shows it.
+///
+/// `updated_at` has whole seconds (the database truncates or rounds the writer's
+/// clock) and a decision's time has not: a row stamped in the decision's second,
+/// or later, may have been written after it (the compute's claim, a fraction of
+/// a second later) and is taken to show it. Only a row stamped in an earlier
+/// second is known to predate the decision. In doubt the decision is dropped:
+/// the host is then what nova reads, where keeping it would count the claim
+/// twice, a state nova never sees.
 fn still_pending(retained: &[Retained], row_updated: Option<NaiveDateTime>) -> Vec<Retained> {
     retained
         .iter()
-        .filter(|r| row_updated.is_none_or(|u| r.at > u.and_utc()))
+        .filter(|r| row_updated.is_none_or(|u| u.and_utc() < r.at.trunc_subsecs(0)))
         .copied()
         .collect()
 }
@@ -516,6 +532,7 @@ impl HostStateCache {
             cells: RwLock::new(HashMap::new()),
             unknown_uuids: Mutex::new(HashMap::new()),
             decision_table: Mutex::new(None),
+            rereads: Mutex::new(HashMap::new()),
             last_aggregate_load: Mutex::new(Instant::now()),
         }
     }
@@ -1104,6 +1121,71 @@ impl HostStateCache {
     pub fn delete_instance_info(&self, host: &str, instance_uuid: &str) {
         if let Some(cache) = self.cell_of_host(host) {
             write(&cache).remove_instance(host, instance_uuid);
+        }
+    }
+
+    /// Reads the compute nodes of `host` again now rather than at the next pass.
+    /// nova-compute casts `update_instance_info` and `delete_instance_info` after
+    /// its resource tracker wrote the host's node (a claim, a deletion), so a
+    /// request that follows (another boot right after a delete) sees the row
+    /// nova would read, not the one of the last pass. A row older than the
+    /// cached one is ignored, as on any targeted read. Reads of one host do not
+    /// run side by side: a call during a read has it run once more after.
+    pub async fn reread_host(&self, host: &str) {
+        {
+            let mut pending = lock(&self.rereads);
+            if let Some(again) = pending.get_mut(host) {
+                *again = true;
+                return;
+            }
+            pending.insert(host.to_string(), false);
+        }
+        loop {
+            self.read_host_nodes(host).await;
+            let mut pending = lock(&self.rereads);
+            match pending.get_mut(host) {
+                Some(again) if *again => *again = false,
+                _ => {
+                    pending.remove(host);
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn read_host_nodes(&self, host: &str) {
+        let Some((cell_uuid, cache)) = read(&self.cells)
+            .iter()
+            .find(|(_, c)| read(c).services.contains_key(host))
+            .map(|(u, c)| (u.clone(), Arc::clone(c)))
+        else {
+            return;
+        };
+        let set = self.store.cell_set();
+        let Some(db) = set.cells.iter().find(|d| d.cell.uuid == cell_uuid) else {
+            return;
+        };
+        let Some(pool) = db.pool.as_ref() else {
+            return;
+        };
+        let read_nodes = async {
+            let nodes = queries::compute_nodes_of_host(pool, host).await?;
+            self.store.backfill_ratios(pool, db, &nodes).await;
+            Ok::<_, sqlx::Error>(nodes)
+        };
+        match tokio::time::timeout(self.store.cell_timeout, read_nodes).await {
+            Ok(Ok(nodes)) => {
+                let mut c = write(&cache);
+                for n in nodes {
+                    c.upsert_node(&cell_uuid, &self.store.ratios, n, false);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%host, cell = %db.display_name(), error = %e, "could not read the host's compute nodes again; the next pass will");
+            }
+            Err(_) => {
+                tracing::warn!(%host, cell = %db.display_name(), "timeout reading the host's compute nodes again; the next pass will");
+            }
         }
     }
 

@@ -111,6 +111,25 @@ pub(super) async fn compute_nodes(
     Ok(nodes)
 }
 
+/// The live compute nodes of `host` (served by nova's unique key on `(host,
+/// hypervisor_hostname, deleted)`).
+pub(super) async fn compute_nodes_of_host(
+    pool: &MySqlPool,
+    host: &str,
+) -> Result<Vec<ComputeNodeRow>, sqlx::Error> {
+    let sql = format!(
+        "SELECT {COMPUTE_COLUMNS} FROM compute_nodes WHERE host = ? AND deleted = 0 ORDER BY id"
+    );
+    sqlx::query(AssertSqlSafe(sql))
+        .persistent(false)
+        .bind(host)
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(compute_node_row)
+        .collect()
+}
+
 fn compute_node_row(row: &MySqlRow) -> Result<ComputeNodeRow, sqlx::Error> {
     Ok(ComputeNodeRow {
         id: row.try_get("id")?,

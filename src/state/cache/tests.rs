@@ -116,8 +116,8 @@ fn retained_consumption_until_the_row_moves_or_ttl() {
             .free_ram_mb,
         8000
     );
-    // A row stamped in the decision's second is not after it: the decision stays.
-    c.upsert_node(CELL, &ratios(), node(10, "h1", 7900, 5), false);
+    // A row stamped in an earlier second was written before the decision: it stays.
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 7900, 4), false);
     assert_eq!(c.nodes[&10].retained.len(), 1);
     assert_eq!(
         c.host_state(10, &aggs, Some((t(6), ttl)))
@@ -125,7 +125,21 @@ fn retained_consumption_until_the_row_moves_or_ttl() {
             .free_ram_mb,
         7900 - 512
     );
-    // A row written after the decision shows it: dropped.
+    // A row stamped in the decision's second may have been written after it (the
+    // compute's claim, 0.7 s later) and show it: dropped, never counted twice.
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 7388, 5), false);
+    assert!(c.nodes[&10].retained.is_empty());
+    assert_eq!(
+        c.host_state(10, &aggs, Some((t(6), ttl)))
+            .unwrap()
+            .free_ram_mb,
+        7388
+    );
+    // A row of a later second likewise.
+    c.nodes.get_mut(&10).unwrap().retained.push(Retained {
+        at: decided,
+        what: SMALL,
+    });
     c.upsert_node(CELL, &ratios(), node(10, "h1", 7488, 6), false);
     assert!(c.nodes[&10].retained.is_empty());
     assert_eq!(
@@ -133,6 +147,32 @@ fn retained_consumption_until_the_row_moves_or_ttl() {
             .unwrap()
             .free_ram_mb,
         7488
+    );
+}
+
+#[test]
+fn a_decision_on_the_second_is_shown_by_a_row_of_that_second() {
+    // Decided at exactly t(5).000: a row stamped t(5) may be written after it.
+    let mut c = cell();
+    let aggs = AggregateCache::default();
+    let ttl = Duration::from_secs(120);
+    c.nodes.get_mut(&10).unwrap().retained.push(Retained {
+        at: t(5),
+        what: SMALL,
+    });
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 7000, 4), false);
+    assert_eq!(
+        c.host_state(10, &aggs, Some((t(6), ttl)))
+            .unwrap()
+            .free_ram_mb,
+        7000 - 512
+    );
+    c.upsert_node(CELL, &ratios(), node(10, "h1", 6488, 5), false);
+    assert_eq!(
+        c.host_state(10, &aggs, Some((t(6), ttl)))
+            .unwrap()
+            .free_ram_mb,
+        6488
     );
 }
 
