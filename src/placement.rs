@@ -19,10 +19,10 @@ pub mod resource_request;
 pub use auth::{PasswordAuth, PlacementAuth};
 pub use candidates::AllocationCandidates;
 pub use client::{BatchClaim, ConsumerClaim, CurrentAllocations, PlacementClient};
-pub use query::{allocation_candidates_query, encode_query, QueryOptions};
+pub use query::{encode_query, QueryOptions};
 pub use resource_request::{
-    destination_target, resources_from_request_spec, RequestError, ResourceRequest, Target,
-    TargetNode,
+    allocation_candidates_query, destination_target, resources_from_request_spec, RequestError,
+    ResourceRequest, Target, TargetNode,
 };
 
 use std::path::PathBuf;

@@ -23,6 +23,7 @@ mod group_hosts;
 pub mod instance_images;
 mod queries;
 mod ratio_backfill;
+mod rows;
 pub mod service_row;
 
 pub use cache::{CacheOptions, Consumption, HostStateCache, RefreshStats};
@@ -31,8 +32,9 @@ pub use cells::{mask_url, Cell, CellUrlResolver};
 use crate::model::{Aggregate, HostState};
 use aggregates::AggregateCache;
 use cells::{CellDb, CellSet};
-use compute::{CellRows, ComputeNodeRow, RatioDefaults};
+use compute::RatioDefaults;
 use futures_util::future::join_all;
+use rows::{CellRows, ComputeNodeRow};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;

@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The `GET /allocation_candidates` query string: nova's `to_querystring` sorting
-//! and Python's `urlencode`. The request itself is built by
-//! [`crate::placement::resource_request`]. Pure: no I/O.
+//! The `GET /allocation_candidates` query string: its options and Python's
+//! `urlencode`. The request itself is built (and sorted as nova's `to_querystring`
+//! sorts it) by [`crate::placement::resource_request`]. Pure: no I/O.
 
-use super::resource_request::{resources_from_request_spec, RequestError};
-use crate::model::RequestSpec;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// `[scheduler] max_placement_results` default.
@@ -23,18 +21,6 @@ impl Default for QueryOptions {
             max_placement_results: DEFAULT_MAX_PLACEMENT_RESULTS,
         }
     }
-}
-
-/// The first (pinning-translated) query nova sends for `spec`, sorted by key then
-/// value, without a target-node lookup (a target host/node is not turned into
-/// `in_tree`; the manager does that lookup and calls
-/// [`resources_from_request_spec`] itself).
-pub fn allocation_candidates_query(
-    spec: &RequestSpec,
-    opts: &QueryOptions,
-) -> Result<Vec<(String, String)>, RequestError> {
-    let mut spec = spec.clone();
-    Ok(resources_from_request_spec(&mut spec, opts, true, None)?.query_params())
 }
 
 /// Characters Python's `quote_plus` leaves alone: letters, digits and `_.-~`.

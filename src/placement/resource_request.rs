@@ -661,6 +661,18 @@ pub fn destination_target(spec: &RequestSpec) -> Option<Target> {
     })
 }
 
+/// The first (pinning-translated) query nova sends for `spec`, sorted by key then
+/// value, without a target-node lookup (a target host/node is not turned into
+/// `in_tree`; the manager does that lookup and calls
+/// [`resources_from_request_spec`] itself).
+pub fn allocation_candidates_query(
+    spec: &RequestSpec,
+    opts: &QueryOptions,
+) -> Result<Vec<(String, String)>, RequestError> {
+    let mut spec = spec.clone();
+    Ok(resources_from_request_spec(&mut spec, opts, true, None)?.query_params())
+}
+
 /// `resources_from_request_spec`: the ResourceRequest plus the destination's
 /// aggregates, target node and the `limit` / `group_policy` adjustments.
 ///

@@ -10,7 +10,7 @@
 //! in a [`WeighIndex`] built on first use and carried from one table to the next
 //! by [`HostTable::with_changes`], which re-reads only the changed rows.
 
-use super::weigh_index::WeighIndex;
+use super::weigh_index::{TableRows, WeighIndex};
 use crate::model::{AllocationCandidate, HostState, ServiceInfo};
 use crate::weighers::WeigherPipeline;
 use rustc_hash::FxHashMap;
@@ -265,5 +265,23 @@ impl RowCandidates {
             .into_iter()
             .map(|(r, c)| (r as usize, c))
             .collect()
+    }
+}
+
+impl TableRows for HostTable {
+    fn rows(&self) -> &[Arc<HostState>] {
+        HostTable::rows(self)
+    }
+
+    fn row(&self, row: usize) -> &Arc<HostState> {
+        HostTable::row(self, row)
+    }
+
+    fn cell_of(&self, row: usize) -> u16 {
+        HostTable::cell_of(self, row)
+    }
+
+    fn cell_count(&self) -> usize {
+        HostTable::cell_count(self)
     }
 }

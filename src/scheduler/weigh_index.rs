@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The weigher columns of a [`HostTable`] and a tree of boxes over them, so that
+//! The weigher columns of a host table ([`TableRows`]) and a tree of boxes over them, so that
 //! the best host of a request is found without weighing every host.
 //!
 //! For the weighers whose raw weight depends on the host state alone
@@ -19,12 +19,24 @@
 //! the running sum are each monotone in their operands under IEEE rounding, so
 //! evaluating the same expressions at the box's corners bounds every host in it.
 
-use super::table::HostTable;
 use crate::model::{HostState, RequestSpec};
 use crate::weighers::aggregate_multiplier::may_override;
 use crate::weighers::pipeline::keys_suffixed;
 use crate::weighers::{HostWeigher, WeigherPipeline};
 use std::sync::Arc;
+
+/// The rows an index is built over, in nova's host order, with their cells: what it
+/// needs of the host table (which keeps its indexes, so it cannot be named here).
+pub(crate) trait TableRows {
+    fn rows(&self) -> &[Arc<HostState>];
+    fn row(&self, row: usize) -> &Arc<HostState>;
+    /// The cell of a row, as an index below [`TableRows::cell_count`].
+    fn cell_of(&self, row: usize) -> u16;
+    fn cell_count(&self) -> usize;
+    fn len(&self) -> usize {
+        self.rows().len()
+    }
+}
 
 /// A moved row's new tree values: (index into `raw`/`mult`, raw weight, multiplier).
 type TreeValues = Vec<(usize, f64, f64)>;
@@ -164,7 +176,11 @@ fn weigh_row(
 impl WeighIndex {
     /// Weighs every row of `table` with the weighers of `pipeline` at the
     /// positions of `mask` and builds the tree.
-    pub(crate) fn build(table: &HostTable, pipeline: &WeigherPipeline, mask: u64) -> WeighIndex {
+    pub(crate) fn build(
+        table: &impl TableRows,
+        pipeline: &WeigherPipeline,
+        mask: u64,
+    ) -> WeighIndex {
         let weighers = pipeline.weighers().clone();
         let indexed: Vec<usize> = (0..weighers.len())
             .filter(|&k| k < 64 && mask & (1 << k) != 0)
@@ -305,7 +321,7 @@ impl WeighIndex {
     /// left out or made uniform (the index is then built again on first use).
     pub(crate) fn with_rows_changed(
         &self,
-        table: &HostTable,
+        table: &impl TableRows,
         changed: &[usize],
     ) -> Option<Option<WeighIndex>> {
         if table.len() != self.shape.pos.len() {

@@ -40,8 +40,9 @@
 //!   `consumption_ttl` passes.
 
 use super::cells::CellDb;
-use super::compute::{self, ComputeNodeRow, ServiceRow};
-use super::queries::{self, Change, HostInstance, InstanceRow, Window};
+use super::compute;
+use super::queries::{self, Change, InstanceRow, Window};
+use super::rows::{ComputeNodeRow, HostInstance, ServiceRow};
 use super::{lock, read, write, HostStateStore, StateError};
 use crate::model::{HostState, InstanceFlavorIds, ServiceInfo};
 use crate::scheduler::HostTable;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The SQL nova runs against one cell database for a scheduling request.
 
-use super::compute::{ComputeNodeRow, ServiceRow};
+use super::rows::{ComputeNodeRow, HostInstance, ServiceRow};
 use chrono::NaiveDateTime;
 use sqlx::mysql::{MySqlPool, MySqlRow};
 use sqlx::{AssertSqlSafe, Row};
@@ -20,15 +20,6 @@ const COMPUTE_COLUMNS: &str = "id, host, hypervisor_hostname, uuid, vcpus, vcpus
      disk_allocation_ratio, updated_at";
 
 pub(super) type CellAnswer = (Vec<ServiceRow>, Vec<ComputeNodeRow>, Vec<HostInstance>);
-
-/// A live instance on a host: its uuid and `instance_type_id` (the id of its flavor,
-/// NULL-able in nova's schema), which the legacy TypeAffinityFilter compares.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct HostInstance {
-    pub host: String,
-    pub uuid: String,
-    pub flavor_id: Option<i64>,
-}
 
 fn host_instance(row: &MySqlRow) -> Result<Option<HostInstance>, sqlx::Error> {
     let host: Option<String> = row.try_get("host")?;

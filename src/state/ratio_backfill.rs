@@ -8,7 +8,8 @@
 //! nova also rewrites a pre-Liberty `numa_topology`; we read that format but do not
 //! rewrite it (see `numa::host`).
 
-use super::compute::{ComputeNodeRow, RatioDefaults};
+use super::compute::RatioDefaults;
+use super::rows::ComputeNodeRow;
 use sqlx::mysql::MySqlPool;
 use sqlx::AssertSqlSafe;
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 use super::*;
-use crate::model::{Destination, Flavor, ImageMeta, RequestLevelParams};
+use crate::model::{Destination, Flavor, ImageMeta, RequestLevelParams, RequestSpec};
+use crate::placement::resource_request::allocation_candidates_query;
 use serde_json::json;
 use std::collections::BTreeSet;
 
