@@ -96,57 +96,89 @@ pub struct UnknownWeighers {
     pub unknown: Vec<String>,
 }
 
-fn build_one(name: &str, c: &WeigherConfig) -> Option<Box<dyn HostWeigher>> {
-    let w: Box<dyn HostWeigher> = match name {
-        "RAMWeigher" => Box::new(RAMWeigher {
-            multiplier: c.ram_weight_multiplier,
-        }),
-        "CPUWeigher" => Box::new(CPUWeigher {
-            multiplier: c.cpu_weight_multiplier,
-        }),
-        "DiskWeigher" => Box::new(DiskWeigher {
-            multiplier: c.disk_weight_multiplier,
-        }),
-        "IoOpsWeigher" => Box::new(IoOpsWeigher {
-            multiplier: c.io_ops_weight_multiplier,
-        }),
-        "PCIWeigher" => Box::new(PCIWeigher {
-            multiplier: c.pci_weight_multiplier,
-        }),
-        "BuildFailureWeigher" => Box::new(BuildFailureWeigher {
+type Factory = fn(&WeigherConfig) -> Box<dyn HostWeigher>;
+
+/// Sorted by name; one line per weigher.
+const REGISTRY: &[(&str, Factory)] = &[
+    (BuildFailureWeigher::NAME, |c| {
+        Box::new(BuildFailureWeigher {
             multiplier: c.build_failure_weight_multiplier,
-        }),
-        "CrossCellWeigher" => Box::new(CrossCellWeigher {
+        })
+    }),
+    (CPUWeigher::NAME, |c| {
+        Box::new(CPUWeigher {
+            multiplier: c.cpu_weight_multiplier,
+        })
+    }),
+    (CrossCellWeigher::NAME, |c| {
+        Box::new(CrossCellWeigher {
             multiplier: c.cross_cell_move_weight_multiplier,
-        }),
-        "HypervisorVersionWeigher" => Box::new(HypervisorVersionWeigher {
+        })
+    }),
+    (DiskWeigher::NAME, |c| {
+        Box::new(DiskWeigher {
+            multiplier: c.disk_weight_multiplier,
+        })
+    }),
+    (HypervisorVersionWeigher::NAME, |c| {
+        Box::new(HypervisorVersionWeigher {
             multiplier: c.hypervisor_version_weight_multiplier,
-        }),
-        "NumInstancesWeigher" => Box::new(NumInstancesWeigher {
-            multiplier: c.num_instances_weight_multiplier,
-        }),
-        "ServerGroupSoftAffinityWeigher" => Box::new(ServerGroupSoftAffinityWeigher {
-            multiplier: c.soft_affinity_weight_multiplier,
-        }),
-        "ServerGroupSoftAntiAffinityWeigher" => Box::new(ServerGroupSoftAntiAffinityWeigher {
-            multiplier: c.soft_anti_affinity_weight_multiplier,
-        }),
-        // Kept even when they weigh every host 0 (empty setting, multiplier 0.0):
-        // nova still multiplies those zeros by each host's multiplier, and an
-        // aggregate override of `inf` or `nan` then turns the sum into NaN.
-        "MetricsWeigher" => Box::new(MetricsWeigher::new(
+        })
+    }),
+    // Kept even when it weighs every host 0 (multiplier 0.0): nova still multiplies
+    // those zeros by each host's multiplier, and an aggregate override of `inf` or
+    // `nan` then turns the sum into NaN. The same holds for MetricsWeigher.
+    (ImagePropertiesWeigher::NAME, |c| {
+        Box::new(ImagePropertiesWeigher::new(
+            c.image_props_weight_multiplier,
+            &c.image_props_weight_setting,
+        ))
+    }),
+    (IoOpsWeigher::NAME, |c| {
+        Box::new(IoOpsWeigher {
+            multiplier: c.io_ops_weight_multiplier,
+        })
+    }),
+    (MetricsWeigher::NAME, |c| {
+        Box::new(MetricsWeigher::new(
             &c.metrics_weight_setting,
             c.metrics_weight_multiplier,
             c.metrics_required,
             c.metrics_weight_of_unavailable,
-        )),
-        "ImagePropertiesWeigher" => Box::new(ImagePropertiesWeigher::new(
-            c.image_props_weight_multiplier,
-            &c.image_props_weight_setting,
-        )),
-        _ => return None,
-    };
-    Some(w)
+        ))
+    }),
+    (NumInstancesWeigher::NAME, |c| {
+        Box::new(NumInstancesWeigher {
+            multiplier: c.num_instances_weight_multiplier,
+        })
+    }),
+    (PCIWeigher::NAME, |c| {
+        Box::new(PCIWeigher {
+            multiplier: c.pci_weight_multiplier,
+        })
+    }),
+    (RAMWeigher::NAME, |c| {
+        Box::new(RAMWeigher {
+            multiplier: c.ram_weight_multiplier,
+        })
+    }),
+    (ServerGroupSoftAffinityWeigher::NAME, |c| {
+        Box::new(ServerGroupSoftAffinityWeigher {
+            multiplier: c.soft_affinity_weight_multiplier,
+        })
+    }),
+    (ServerGroupSoftAntiAffinityWeigher::NAME, |c| {
+        Box::new(ServerGroupSoftAntiAffinityWeigher {
+            multiplier: c.soft_anti_affinity_weight_multiplier,
+        })
+    }),
+];
+
+fn build_one(name: &str, c: &WeigherConfig) -> Option<Box<dyn HostWeigher>> {
+    REGISTRY
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, factory)| factory(c))
 }
 
 /// Builds the pipeline from `weight_classes`.
@@ -183,6 +215,24 @@ pub fn build_pipeline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_is_sorted_without_duplicates_and_holds_all_weighers() {
+        let names: Vec<_> = REGISTRY.iter().map(|(n, _)| *n).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        for n in ALL_WEIGHERS {
+            assert!(
+                names.contains(n),
+                "{n} is in all_weighers but not registered"
+            );
+        }
+        for (n, factory) in REGISTRY {
+            assert_eq!(factory(&WeigherConfig::default()).name(), *n);
+        }
+    }
 
     #[test]
     fn all_weighers_expands_in_nova_order() {
