@@ -37,6 +37,12 @@ pub trait NotificationSink: Send + Sync {
     fn send(&self, routing_key: String, message: Value, envelope: bool);
 }
 
+impl NotificationSink for crate::rpc::notifier::AmqpNotificationPublisher {
+    fn send(&self, routing_key: String, message: Value, envelope: bool) {
+        self.publish(routing_key, message, envelope);
+    }
+}
+
 /// One oslo.messaging notification driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Driver {

@@ -393,7 +393,7 @@ pub struct ComputeSection {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PciSection {
     /// `[pci] alias` (multi-valued, one JSON object per entry; old name
-    /// `[DEFAULT] pci_alias`). See `crate::pci::parse_aliases`.
+    /// `[DEFAULT] pci_alias`), parsed by the pci module when the filters are built.
     pub alias: Vec<String>,
 }
 

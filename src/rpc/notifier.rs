@@ -30,7 +30,6 @@ use super::options::RpcServerOptions;
 use super::topology::topic_queue_arguments;
 use super::transport::{Backoff, Connector};
 use super::RpcError;
-use crate::notifications::NotificationSink;
 
 /// Notifications waiting for the publisher task; more are dropped.
 pub const QUEUE_CAPACITY: usize = 1024;
@@ -91,10 +90,10 @@ impl AmqpNotificationPublisher {
             }
         }
     }
-}
 
-impl NotificationSink for AmqpNotificationPublisher {
-    fn send(&self, routing_key: String, message: Value, envelope: bool) {
+    /// Queues one message for `<topic>.<priority>` (`envelope`: messagingv2); never
+    /// blocks: a full queue or a stopped publisher drops it, logged.
+    pub fn publish(&self, routing_key: String, message: Value, envelope: bool) {
         let guard = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         let Some(tx) = guard.as_ref() else {
             debug!(routing_key, "notifier closed; notification dropped");
