@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+use super::cell::Retained;
+use super::watermarks::WATERMARK_MARGIN_SECS;
 use super::*;
 use crate::state::aggregates::AggregateCache;
 use crate::state::compute::RatioDefaults;
+use crate::state::queries::InstanceRow;
+use crate::state::rows::{ComputeNodeRow, HostInstance, ServiceRow};
+use chrono::Duration as ChronoDuration;
 use chrono::TimeZone;
 
 const CELL: &str = "11111111-1111-4111-8111-111111111111";
