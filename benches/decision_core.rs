@@ -9,7 +9,7 @@
 //!   with extra specs), alternates on;
 //! - `ten_instances/N`: the same request for 10 instances (divide by 10 for the
 //!   per-instance figure);
-//! - `ten_instances_reference/N`: the same through `Scheduler::schedule_reference`
+//! - `ten_instances_reference/N`: the same through `scheduler::reference::schedule`
 //!   (every filter and weigher on every host for every instance, nothing carried
 //!   between instances), for comparison;
 //! - `host_state_copy/N`: copying N cached host states, what each request pays to
@@ -41,7 +41,7 @@ use nova_scheduler::filters::{build_chain, FilterConfig};
 use nova_scheduler::model::{Aggregate, AllocationCandidate, HostState, RequestSpec, ServiceInfo};
 use nova_scheduler::rpc::envelope::decode_request;
 use nova_scheduler::scheduler::{
-    ClaimError, Claimer, HostTable, RowCandidates, ScheduleRequest, Scheduler,
+    reference, ClaimError, Claimer, HostTable, RowCandidates, ScheduleRequest, Scheduler,
 };
 use nova_scheduler::weighers::{build_pipeline, WeigherConfig};
 use rand::rngs::StdRng;
@@ -256,14 +256,14 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
                         let outcome = runtime
                             .block_on(async {
                                 if reference {
-                                    scheduler
-                                        .schedule_reference(
-                                            states,
-                                            request,
-                                            &mut AlwaysClaims,
-                                            &mut rng,
-                                        )
-                                        .await
+                                    reference::schedule(
+                                        &scheduler,
+                                        states,
+                                        request,
+                                        &mut AlwaysClaims,
+                                        &mut rng,
+                                    )
+                                    .await
                                 } else {
                                     scheduler
                                         .schedule(states, request, &mut AlwaysClaims, &mut rng)

@@ -8,6 +8,7 @@
 //! No tokio, sqlx or lapin here; randomness comes from the caller's RNG.
 
 mod indexed;
+pub mod reference;
 pub mod table;
 mod weigh_index;
 
@@ -299,7 +300,7 @@ impl Scheduler {
     ///
     /// Instances 2..N (and the final sort for alternates) re-evaluate the filters
     /// and weighers that are stable within the request only on the host consumed
-    /// for the previous instance; see [`schedule_reference`](Self::schedule_reference).
+    /// for the previous instance; see [`reference::schedule`].
     pub async fn schedule<C: Claimer, R: Rng + ?Sized>(
         &self,
         hosts: Vec<HostState>,
@@ -310,21 +311,8 @@ impl Scheduler {
         self.schedule_with(hosts, req, claimer, rng, true).await
     }
 
-    /// [`schedule`](Self::schedule) without carrying anything from one instance to
-    /// the next: every filter and weigher runs on every candidate for every
-    /// instance, as nova does. Same results; kept as the reference the
-    /// incremental path is tested and benchmarked against.
-    #[doc(hidden)]
-    pub async fn schedule_reference<C: Claimer, R: Rng + ?Sized>(
-        &self,
-        hosts: Vec<HostState>,
-        req: ScheduleRequest,
-        claimer: &mut C,
-        rng: &mut R,
-    ) -> Result<ScheduleOutcome, ScheduleError> {
-        self.schedule_with(hosts, req, claimer, rng, false).await
-    }
-
+    /// The decision; `incremental` carries the stable filters' and weighers' results
+    /// from one instance to the next (see [`schedule`](Self::schedule)).
     async fn schedule_with<C: Claimer, R: Rng + ?Sized>(
         &self,
         mut hosts: Vec<HostState>,

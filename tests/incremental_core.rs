@@ -2,7 +2,7 @@
 //! Differential test of the decision core: `Scheduler::schedule` (filters and
 //! weighers stable within a request re-evaluated only on the host consumed for
 //! the previous instance, raw weights kept between instances) against
-//! `Scheduler::schedule_reference` (every filter and weigher on every candidate
+//! `scheduler::reference::schedule` (every filter and weigher on every candidate
 //! for every instance, as nova does), on thousands of random seeded clouds and
 //! multi-instance requests. Both must give the same selections, alternates,
 //! claims, errors and final host states, with the same random draws.
@@ -20,7 +20,7 @@ mod common {
 }
 
 use common::random_core::{claims, cloud, request, scheduler, summary};
-use nova_scheduler::scheduler::ScheduleRequest;
+use nova_scheduler::scheduler::{reference, ScheduleRequest};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeSet;
@@ -64,9 +64,7 @@ async fn incremental_core_matches_the_reference_on_random_clouds() {
                 }
             }
         }
-        let want = sched
-            .schedule_reference(hosts, req2, &mut claims2, &mut rng_b)
-            .await;
+        let want = reference::schedule(&sched, hosts, req2, &mut claims2, &mut rng_b).await;
         let (got, want) = (summary(got, &claims), summary(want, &claims2));
         assert_eq!(got, want, "seed {seed}: incremental and reference differ");
         // Same number of random draws: the generators are in the same state.

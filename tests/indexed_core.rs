@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Differential test of the indexed decision: `Scheduler::schedule_table` (the
 //! best hosts found in the table's weigh index, hosts filtered when looked at)
-//! against `Scheduler::schedule_reference` (every filter and weigher on every
+//! against `scheduler::reference::schedule` (every filter and weigher on every
 //! candidate for every instance, as nova does) on thousands of random seeded
 //! clouds. Both must give the same selections, alternates (with their allocation
 //! requests), claims, releases, errors, consumed host states and random draws.
@@ -22,7 +22,7 @@ mod common {
 use common::random_core::{claims, cloud, cloud_of, request, scheduler_from, Claims, FILTERS};
 use nova_scheduler::model::HostState;
 use nova_scheduler::scheduler::{
-    HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler,
+    reference, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler,
 };
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -117,9 +117,7 @@ async fn compare(
     let got = sched
         .schedule_table(table, &mut rows, req, &mut claims_a, &mut rng_a)
         .await;
-    let want = sched
-        .schedule_reference(subset, req2, &mut claims_b, &mut rng_b)
-        .await;
+    let want = reference::schedule(sched, subset, req2, &mut claims_b, &mut rng_b).await;
     if on_index {
         coverage.indexed += 1;
         match &got {
@@ -399,8 +397,7 @@ async fn three_equal_hosts_and_three_servers() {
         .await;
         let mut claims = Claims::default();
         let mut rng = StdRng::seed_from_u64(k as u64);
-        let out = sched
-            .schedule_reference(hosts, request(), &mut claims, &mut rng)
+        let out = reference::schedule(&sched, hosts, request(), &mut claims, &mut rng)
             .await
             .expect("placed");
         let got: Vec<&str> = out

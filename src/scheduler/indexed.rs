@@ -22,7 +22,7 @@
 //! A request this path cannot decide exactly like nova is decided by
 //! [`Scheduler::schedule`] over host states copied from the table (see
 //! `Plan::new` for what sends it there). `tests/indexed_core.rs` checks both
-//! against `Scheduler::schedule_reference` on random clouds.
+//! against `reference::schedule` on random clouds.
 
 use super::table::{HostTable, RowCandidates};
 use super::weigh_index::{Slot, WeighIndex, NONE};
