@@ -2,7 +2,7 @@
 //! nova's `InstancePCIRequest` as the scheduler reads it, decoded from the
 //! `RequestSpec.pci_requests` primitive (`InstancePCIRequests` 1.x).
 
-use crate::model::object::{object_data, Fields};
+use crate::py::object::{object_data, Fields};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
