@@ -17,8 +17,9 @@ mod cpu_time;
 
 use criterion::measurement::{Measurement, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use nova_scheduler::model::{pyjson, RequestSpec, SchedulerLimits, Selection};
+use nova_scheduler::model::{RequestSpec, SchedulerLimits, Selection};
 use nova_scheduler::placement::AllocationCandidates;
+use nova_scheduler::py::json as pyjson;
 use nova_scheduler::rpc::envelope::{decode_request, encode_reply, reply_message};
 use serde_json::{json, Value};
 use std::hint::black_box;

@@ -2,7 +2,10 @@
 //! A drop-in replacement for OpenStack's nova-scheduler.
 //!
 //! # Layout
-//! The decision core is pure (no I/O, no async) and depends only on `model`:
+//! Under everything, [`py`]: Python's value semantics (`int()`, `repr()`, `json`, set
+//! order, PEP 440, oslo.versionedobjects primitives), depending on nothing else here.
+//!
+//! The decision core is pure (no I/O, no async) and depends only on `model` and `py`:
 //! - [`model`]: plain data decoded from nova's versioned objects and database rows
 //!   (`RequestSpec`, `HostState`, `Selection`).
 //! - [`filters`]: one nova host filter per file behind the `HostFilter` trait, plus the chain.
@@ -31,6 +34,7 @@ pub mod notifications;
 pub mod numa;
 pub mod pci;
 pub mod placement;
+pub mod py;
 pub mod rpc;
 pub mod scheduler;
 pub mod simulate;

@@ -8,18 +8,16 @@
 pub mod aggregate;
 pub mod allocation_candidate;
 pub mod host_state;
-pub mod object;
-pub mod pyjson;
 pub mod request_spec;
 pub mod request_spec_legacy;
 pub mod selection;
 
+pub use crate::py::object::DecodeError;
 pub use aggregate::Aggregate;
 pub use allocation_candidate::AllocationCandidate;
 pub use host_state::{
     HostState, HostStats, InstanceFlavorIds, InstanceSystemMetadata, ServiceInfo,
 };
-pub use object::DecodeError;
 pub use request_spec::{
     Destination, Flavor, ImageMeta, InstanceGroup, NetworkRequest, RequestGroup,
     RequestLevelParams, RequestSpec,

@@ -65,18 +65,18 @@ use nova_scheduler::filters::isolated_hosts_filter::IsolatedHostsFilter;
 use nova_scheduler::filters::json_filter::JsonFilter;
 use nova_scheduler::filters::metrics_filter::MetricsFilter;
 use nova_scheduler::filters::num_instances_filter::NumInstancesFilter;
-use nova_scheduler::filters::pyvalue::py_str;
 use nova_scheduler::filters::same_host_filter::SameHostFilter;
 use nova_scheduler::filters::server_group_affinity_filter::ServerGroupAffinityFilter;
 use nova_scheduler::filters::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
 use nova_scheduler::filters::simple_cidr_affinity_filter::{
     SimpleCIDRAffinityFilter, ADDR_FORMAT_ERROR,
 };
-use nova_scheduler::filters::utils::PyError;
 use nova_scheduler::filters::{build_chain, FilterConfig, FilterRequest, HostFilter};
 use nova_scheduler::model::{
     Aggregate, Flavor, HostState, ImageMeta, InstanceGroup, RequestSpec, ServiceInfo,
 };
+use nova_scheduler::py::value::py_str;
+use nova_scheduler::py::PyError;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
@@ -1320,7 +1320,7 @@ fn gen_req(rng: &mut StdRng, actual: Option<&str>) -> String {
 }
 
 fn utils_py_float(a: &str) -> Option<f64> {
-    nova_scheduler::filters::utils::py_float(a).ok()
+    nova_scheduler::py::float::float(a).ok()
 }
 
 /// A number at, just above or just below `f`, written as Python or a person would.

@@ -40,12 +40,12 @@ use nova_scheduler::filters::numa_topology_filter::NUMATopologyFilter;
 use nova_scheduler::filters::{FilterRequest, HostFilter};
 use nova_scheduler::model::{Flavor, HostState, ImageMeta, RequestSpec};
 use nova_scheduler::numa::fit::PciSupportCheck;
-use nova_scheduler::numa::pyset::PySet;
 use nova_scheduler::numa::{
     numa_fit_instance_to_host, InstanceCell, InstanceTopology, Limits, NetworkMetadata, NumaError,
     NumaTopology, PciContext,
 };
 use nova_scheduler::pci::{self, ProviderMapping};
+use nova_scheduler::py::set::PySet;
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{RngExt, SeedableRng};

@@ -4,7 +4,7 @@
 //! Conversions, as oslo has them:
 //! - Boolean: `true/false`, `yes/no`, `on/off`, `1/0`, any case; anything else (also an
 //!   empty value) is an error.
-//! - Integer / Float: the stripped text in Python's syntax (`+5`, `1_000`, `1e6`), then the
+//! - Integer / Float: Python's `int()` / `float()` of the text (`+5`, `1_000`, `1e6`), then the
 //!   `min`/`max` checks. An empty value means "unset" in oslo (the option becomes `None`);
 //!   here an optional option stays `None` and an option with a default keeps its default.
 //! - String: as written (`""` is a value). Options with choices must match one exactly.
@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use super::error::{BadValue, ConfigError, ValueSource, MASK};
 use super::ini::RawConfig;
+use crate::py;
 
 /// Parses an oslo Boolean.
 pub fn parse_bool(text: &str) -> Result<bool, String> {
@@ -28,54 +29,25 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
     }
 }
 
-/// Python's `int()` syntax: optional sign, digits with single `_` between them.
-fn python_digits(text: &str) -> Option<String> {
-    let body = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let ok = !body.is_empty()
-        && !body.starts_with('_')
-        && !body.ends_with('_')
-        && !body.contains("__")
-        && body.chars().all(|c| c.is_ascii_digit() || c == '_');
-    ok.then(|| text.replace('_', ""))
-}
-
-/// Parses an oslo Integer (no range check). `Ok(None)` for an empty value.
+/// Parses an oslo Integer (no range check): `int(value)` unless `value.strip()` is
+/// empty, which is `Ok(None)`. Python's int is unbounded; beyond `i64` is refused.
 pub fn parse_int(text: &str) -> Result<Option<i64>, String> {
-    let t = text.trim();
-    if t.is_empty() {
+    if py::str::strip(text).is_empty() {
         return Ok(None);
     }
-    let digits = python_digits(t).ok_or_else(|| "not an integer".to_string())?;
-    digits
-        .parse::<i64>()
+    let n = py::int::int(text).map_err(|_| "not an integer".to_string())?;
+    n.to_i64()
         .map(Some)
-        .map_err(|_| "integer out of range".to_string())
+        .ok_or_else(|| "integer out of range".to_string())
 }
 
-/// Parses an oslo Float (no range check). `Ok(None)` for an empty value.
+/// Parses an oslo Float (no range check): `float(value)` unless `value.strip()` is
+/// empty, which is `Ok(None)`.
 pub fn parse_float(text: &str) -> Result<Option<f64>, String> {
-    let t = text.trim();
-    if t.is_empty() {
+    if py::str::strip(text).is_empty() {
         return Ok(None);
     }
-    let cleaned = if t.contains('_') {
-        // Python allows `_` between digits only.
-        let ok = t
-            .as_bytes()
-            .windows(3)
-            .filter(|w| w[1] == b'_')
-            .all(|w| w[0].is_ascii_digit() && w[2].is_ascii_digit())
-            && !t.starts_with('_')
-            && !t.ends_with('_');
-        if !ok {
-            return Err("not a number".to_string());
-        }
-        t.replace('_', "")
-    } else {
-        t.to_string()
-    };
-    cleaned
-        .parse::<f64>()
+    py::float::float(text)
         .map(Some)
         .map_err(|_| "not a number".to_string())
 }
@@ -101,11 +73,13 @@ pub fn check_range<T: PartialOrd + std::fmt::Display>(
 
 /// Splits an oslo List value.
 pub fn parse_list(text: &str) -> Vec<String> {
-    let s = text.trim().trim_end_matches(',');
+    let s = py::str::strip(text).trim_end_matches(',');
     if s.is_empty() {
         return Vec::new();
     }
-    s.split(',').map(|item| item.trim().to_string()).collect()
+    s.split(',')
+        .map(|item| py::str::strip(item).to_string())
+        .collect()
 }
 
 /// Checks a value against choices.

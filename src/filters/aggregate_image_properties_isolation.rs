@@ -6,9 +6,12 @@
 use super::image_properties_filter::{
     canonical_architecture, canonical_hv_type, canonical_vm_mode,
 };
-use super::utils::{aggregate_metadata_get_by_host, py_int, py_isspace, py_strip, PyError};
+use super::utils::aggregate_metadata_get_by_host;
 use super::{FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
+use crate::py;
+use crate::py::int::PyInt;
+use crate::py::PyError;
 use serde_json::{Map, Value};
 use tracing::{debug, warn};
 
@@ -144,8 +147,8 @@ fn prop_str(key: &str, value: &Value) -> Result<Option<String>, PyError> {
             // oslo strutils.bool_from_string (non-strict): anything else is False.
             let truthy = match v {
                 Value::Bool(b) => *b,
-                Value::String(s) => bool_from_string(s),
-                other => bool_from_string(&python_repr(other, false)),
+                Value::String(s) => py::strutils::bool_from_string(s),
+                other => py::strutils::bool_from_string(&python_repr(other, false)),
             };
             if !truthy {
                 return Ok(None);
@@ -153,17 +156,19 @@ fn prop_str(key: &str, value: &Value) -> Result<Option<String>, PyError> {
             "True".to_string()
         }
         (k, v) if INTEGER_PROPS.contains(&k) => {
+            // `int(value)`, printed by `str()`: unbounded, as Python's.
             let n = match v {
-                Value::Bool(b) => i64::from(*b),
-                Value::Number(n) => match (n.as_i64(), n.as_f64()) {
-                    (Some(i), _) => i,
-                    (None, Some(f)) if f.is_finite() => f.trunc() as i64,
+                Value::Bool(b) => PyInt::Small(i64::from(*b)),
+                Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                    (Some(i), _, _) => PyInt::Small(i),
+                    (None, Some(u), _) => PyInt::from_u128(u128::from(u)),
+                    (None, None, Some(f)) if f.is_finite() => PyInt::Small(f.trunc() as i64),
                     _ => return Err(PyError::value_error(format!("{key}: not an integer"))),
                 },
-                Value::String(s) => py_int(s)?,
+                Value::String(s) => py::int::int(s)?,
                 _ => return Err(PyError::value_error(format!("{key}: not an integer"))),
             };
-            if n == 0 {
+            if n.is_zero() {
                 return Ok(None);
             }
             n.to_string()
@@ -194,12 +199,6 @@ fn prop_str(key: &str, value: &Value) -> Result<Option<String>, PyError> {
     Ok((!text.is_empty()).then_some(text))
 }
 
-/// oslo.utils `strutils.bool_from_string(s)` (strict=False, default=False).
-fn bool_from_string(s: &str) -> bool {
-    let lowered = py_strip(s).to_lowercase();
-    matches!(lowered.as_str(), "1" | "t" | "true" | "on" | "y" | "yes")
-}
-
 fn python_list_repr(items: &[Value], sets: bool) -> String {
     let parts: Vec<String> = items
         .iter()
@@ -228,74 +227,11 @@ fn python_list_repr(items: &[Value], sets: bool) -> String {
 
 /// Python's `repr()` of a JSON value (`str()` at top level when `nested` is false).
 fn python_repr(value: &Value, nested: bool) -> String {
-    match value {
-        Value::Null => "None".to_string(),
-        Value::Bool(true) => "True".to_string(),
-        Value::Bool(false) => "False".to_string(),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => i.to_string(),
-            (None, Some(u)) => u.to_string(),
-            _ => crate::model::pyjson::dumps(value),
-        },
-        Value::String(s) if nested => python_str_repr(s),
-        Value::String(s) => s.clone(),
-        Value::Array(items) => python_list_repr(items, false),
-        Value::Object(map) => {
-            let parts: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", python_str_repr(k), python_repr(v, true)))
-                .collect();
-            format!("{{{}}}", parts.join(", "))
-        }
-    }
-}
-
-/// `repr(str)`: single quotes unless the text holds `'` and no `"`; backslash escapes
-/// for the quote, `\\`, `\t`, `\n`, `\r` and non-printable characters.
-fn python_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
+    if nested {
+        py::value::json_repr(value)
     } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if !python_printable(c) => {
-                let cp = c as u32;
-                if cp < 0x100 {
-                    out.push_str(&format!("\\x{cp:02x}"));
-                } else if cp < 0x10000 {
-                    out.push_str(&format!("\\u{cp:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{cp:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
+        py::value::json_str(value)
     }
-    out.push(quote);
-    out
-}
-
-/// An approximation of `str.isprintable()` for one character: control characters,
-/// separators other than the space and the common format characters are not.
-fn python_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    !(c.is_control()
-        || py_isspace(c)
-        || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{feff}'))
 }
 
 #[cfg(test)]

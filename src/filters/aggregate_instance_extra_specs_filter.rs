@@ -21,9 +21,10 @@
 //! reports that exception; `host_passes` fails the host.
 
 use super::extra_specs_ops::matches;
-use super::utils::{aggregate_metadata_get_by_host, PyError};
+use super::utils::aggregate_metadata_get_by_host;
 use super::{FilterRequest, HostFilter};
 use crate::model::{Flavor, HostState};
+use crate::py::PyError;
 use tracing::{debug, warn};
 
 const SCOPE: &str = "aggregate_instance_extra_specs";
@@ -89,8 +90,8 @@ impl HostFilter for AggregateInstanceExtraSpecsFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filters::utils::PyExc;
     use crate::model::Aggregate;
+    use crate::py::PyExc;
     use std::sync::Arc;
 
     fn host(aggs: &[&[(&str, &str)]]) -> HostState {

@@ -4,9 +4,10 @@
 //! not an integer, or none at all, means the configured limit).
 
 use super::io_ops_filter::io_ops_passes;
-use super::utils::{aggregate_values_from_key, py_int, validate_num_values_or_default, BasedOn};
+use super::utils::{aggregate_values_from_key, validate_num_values_or_default, BasedOn};
 use super::{FilterRequest, HostFilter};
 use crate::model::HostState;
+use crate::py;
 
 pub struct AggregateIoOpsFilter {
     /// `[filter_scheduler] max_io_ops_per_host` (8), the fallback.
@@ -21,7 +22,7 @@ impl AggregateIoOpsFilter {
         validate_num_values_or_default(
             &values,
             self.max_io_ops_per_host,
-            py_int,
+            py::int::int_saturating,
             BasedOn::Min,
             "max_io_ops_per_host",
         )

@@ -4,9 +4,10 @@
 //! that is not an integer, or none at all, means the configured limit).
 
 use super::num_instances_filter::num_instances_passes;
-use super::utils::{aggregate_values_from_key, py_int, validate_num_values_or_default, BasedOn};
+use super::utils::{aggregate_values_from_key, validate_num_values_or_default, BasedOn};
 use super::{FilterRequest, HostFilter};
 use crate::model::HostState;
+use crate::py;
 
 pub struct AggregateNumInstancesFilter {
     /// `[filter_scheduler] max_instances_per_host` (50), the fallback.
@@ -21,7 +22,7 @@ impl AggregateNumInstancesFilter {
         validate_num_values_or_default(
             &values,
             self.max_instances_per_host,
-            py_int,
+            py::int::int_saturating,
             BasedOn::Min,
             "max_instances_per_host",
         )

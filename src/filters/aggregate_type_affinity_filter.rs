@@ -2,9 +2,10 @@
 //! `AggregateTypeAffinityFilter`: a host in aggregates with `instance_type` metadata
 //! only takes flavors named there (comma-separated lists allowed).
 
-use super::utils::{aggregate_values_from_key, py_strip};
+use super::utils::aggregate_values_from_key;
 use super::{FilterRequest, HostFilter};
 use crate::model::HostState;
+use crate::py;
 use tracing::debug;
 
 pub struct AggregateTypeAffinityFilter;
@@ -30,7 +31,7 @@ impl HostFilter for AggregateTypeAffinityFilter {
         };
         let passes = values
             .iter()
-            .any(|v| v.split(',').any(|x| py_strip(x) == name));
+            .any(|v| v.split(',').any(|x| py::str::strip(x) == name));
         if !passes {
             debug!(host = %host.host, flavor = name, allowed = ?values,
                    "AggregateTypeAffinityFilter: flavor not allowed by the host's aggregates");

@@ -2,10 +2,11 @@
 //! nova's `get_filtered_objects`: run the enabled filters in order over the
 //! candidate hosts, stop when one leaves nothing, and keep a per-filter history.
 
-use super::pyvalue::{str_repr, PyStr};
 use super::{FilterRequest, HostFilter};
 use crate::model::host_state::positions_in_memory_order;
 use crate::model::HostState;
+use crate::py;
+use crate::py::str::PyStr;
 use tracing::{debug, info, Level};
 
 /// One step of the history: `"<Filter>: (start: S, end: E)"` in nova's log.
@@ -194,7 +195,7 @@ pub fn part_results(history: &[FilterStep]) -> String {
         .iter()
         .map(|s| {
             let mut out = String::new();
-            str_repr(
+            py::str::repr_into(
                 &PyStr::new(&format!(
                     "{}: (start: {}, end: {})",
                     s.filter, s.start, s.end
@@ -212,7 +213,7 @@ pub fn part_results(history: &[FilterStep]) -> String {
 fn full_results(hosts: &[HostState], full: &[FullStep]) -> String {
     let repr = |s: &str| {
         let mut out = String::new();
-        str_repr(&PyStr::new(s), &mut out);
+        py::str::repr_into(&PyStr::new(s), &mut out);
         out
     };
     let steps: Vec<String> = full

@@ -33,10 +33,13 @@
 //! `host_passes` fails the host.
 
 use super::extra_specs_ops::matches_pystr;
-use super::pyvalue::{host_attr, host_has_attr, json_loads, py_str, value_attr, PyStr, PyValue};
-use super::utils::{PyError, PyExc};
+use super::host_attrs::{host_attr, host_has_attr};
 use super::{FilterRequest, HostFilter};
 use crate::model::{Flavor, HostState, RequestSpec};
+use crate::py;
+use crate::py::str::PyStr;
+use crate::py::value::{py_str, value_attr, PyValue};
+use crate::py::{PyError, PyExc};
 use tracing::{debug, warn};
 
 /// Nesting bound for JSON found in host attributes (`cpu_info`). CPython gives up
@@ -144,7 +147,7 @@ pub fn get_capabilities(host: &HostState, scope: &[&str]) -> Result<Option<PyVal
     for elem in scope {
         if let Cap::Value(PyValue::Str(s)) = &cap {
             let parsed = match s.to_str() {
-                Some(text) => json_loads(text, CAPABILITY_JSON_MAX_DEPTH),
+                Some(text) => py::json::loads(text, CAPABILITY_JSON_MAX_DEPTH),
                 None => Err(PyError::value_error("lone surrogate outside a JSON string")),
             };
             match parsed {

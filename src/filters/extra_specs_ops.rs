@@ -21,8 +21,9 @@
 //! `ValueError`, and a bare `<or>` an `IndexError` (`pop from empty list`); nova
 //! catches neither, so the whole scheduling request fails with it.
 
-use super::pyvalue::PyStr;
-use super::utils::{py_float, py_split, PyError, PyExc};
+use crate::py;
+use crate::py::str::PyStr;
+use crate::py::{PyError, PyExc};
 
 /// `match(value, req)` for a host-side value that is a plain string.
 pub fn matches(value: Option<&str>, req: &str) -> Result<bool, PyError> {
@@ -32,7 +33,7 @@ pub fn matches(value: Option<&str>, req: &str) -> Result<bool, PyError> {
 
 /// `match(value, req)`; `value` may hold lone surrogates (from `str()` of JSON data).
 pub fn matches_pystr(value: Option<&PyStr>, req: &str) -> Result<bool, PyError> {
-    let words = py_split(req);
+    let words = py::str::split(req);
     let (op, operands) = match words.split_first() {
         Some((op, rest)) => (Some(*op), rest),
         None => (None, &words[..]),
@@ -76,7 +77,7 @@ pub fn matches_pystr(value: Option<&PyStr>, req: &str) -> Result<bool, PyError> 
         _ => {
             // float(x) is evaluated first, then float(y).
             let fx = py_float_of(value)?;
-            let fy = py_float(y)?;
+            let fy = py::float::float(y)?;
             match op {
                 "=" | ">=" => fx >= fy,
                 "==" => fx == fy,
@@ -94,7 +95,7 @@ const OPS: [&str; 13] = [
 
 fn py_float_of(value: &PyStr) -> Result<f64, PyError> {
     match value.to_str() {
-        Some(s) => py_float(s),
+        Some(s) => py::float::float(s),
         // A lone surrogate is neither a digit nor whitespace.
         None => Err(PyError::value_error("could not convert string to float")),
     }

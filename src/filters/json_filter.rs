@@ -46,10 +46,13 @@
 //! and `__dict__` would answer it). `$service` lacks the keys our host state does not
 //! carry (`uuid`, `report_count`, `availability_zone`): they resolve to None.
 
-use super::pyvalue::{host_attr, json_loads, py_compare, same_or_eq, CmpOp, PyStr, PyValue};
-use super::utils::{PyError, PyExc};
+use super::host_attrs::host_attr;
 use super::{FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
+use crate::py;
+use crate::py::str::PyStr;
+use crate::py::value::{py_compare, same_or_eq, CmpOp, PyValue};
+use crate::py::{PyError, PyExc};
 use std::sync::{Arc, Mutex};
 use tracing::{debug, warn};
 
@@ -119,7 +122,7 @@ fn decode(text: &str) -> Result<PyValue, PyError> {
             text.len()
         )));
     }
-    json_loads(text, QUERY_MAX_DEPTH)
+    py::json::loads(text, QUERY_MAX_DEPTH)
 }
 
 /// The decoded query against one host: `_process_filter`, then any() of a list.
@@ -142,7 +145,7 @@ enum Command {
 fn command(cmd: &PyValue) -> Result<Command, PyError> {
     let key_error = |v: &PyValue| {
         let mut text = String::new();
-        let _ = super::pyvalue::py_repr(v, &mut text);
+        let _ = py::value::py_repr(v, &mut text);
         PyError::new(PyExc::KeyError, text)
     };
     match cmd {

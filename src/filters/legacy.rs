@@ -20,14 +20,15 @@ pub mod ram_filter;
 pub mod retry_filter;
 pub mod type_affinity_filter;
 
-use super::utils::{aggregate_values_from_key, py_float, validate_num_values_or_default, BasedOn};
+use super::utils::{aggregate_values_from_key, validate_num_values_or_default, BasedOn};
 use crate::model::HostState;
+use crate::py;
 
 /// `AggregateCore/Ram/DiskFilter`'s ratio: the minimum float of the host's aggregates'
 /// `key` metadata; none, or one value that is not a float, means the host's ratio.
 pub(crate) fn aggregate_ratio(host: &HostState, key: &str, host_ratio: f64) -> f64 {
     let values = aggregate_values_from_key(host, key);
-    validate_num_values_or_default(&values, host_ratio, py_float, BasedOn::Min, key)
+    validate_num_values_or_default(&values, host_ratio, py::float::float, BasedOn::Min, key)
 }
 
 #[cfg(test)]

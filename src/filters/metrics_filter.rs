@@ -2,9 +2,9 @@
 //! `MetricsFilter`: hosts must report every metric named in `[metrics]
 //! weight_setting`, so that the MetricsWeigher can weigh them.
 
-use super::utils::py_float;
 use super::{FilterRequest, HostFilter};
 use crate::model::HostState;
+use crate::py;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use tracing::{debug, warn};
@@ -20,7 +20,7 @@ impl MetricsFilter {
     /// nova's `MetricsFilter.__init__`: `parse_options(weight_setting, '=', float)`.
     pub fn new(weight_setting: &[String]) -> Self {
         let keys = parse_options(weight_setting, '=', "metrics.weight_setting", |v| {
-            py_float(v).ok()
+            py::float::float(v).ok()
         })
         .into_iter()
         .map(|(k, _)| k)

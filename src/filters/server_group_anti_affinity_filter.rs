@@ -2,9 +2,10 @@
 //! `ServerGroupAntiAffinityFilter`: with an `anti-affinity` group, a host passes while
 //! it holds fewer than `max_server_per_host` (default 1) members of the group.
 
-use super::utils::{py_int, PyError};
 use super::{FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
+use crate::py;
+use crate::py::PyError;
 use tracing::{debug, warn};
 
 pub struct ServerGroupAntiAffinityFilter;
@@ -30,7 +31,7 @@ impl ServerGroupAntiAffinityFilter {
         // `InstanceGroup.rules` int()-coerces `max_server_per_host`; a value int()
         // rejects raises there, failing the whole request in nova.
         let max_server_per_host: i64 = match group.rules.get("max_server_per_host") {
-            Some(raw) => py_int(raw)?,
+            Some(raw) => py::int::int_saturating(raw)?,
             None => 1,
         };
         // |instances on the host ∩ group members|; iterate the smaller side.

@@ -7,9 +7,10 @@
 //! exactly four decimal octets, no leading zeros); after the `/` either a Python
 //! `int()` prefix or a netmask/hostmask address; host bits are kept and ignored.
 
-use super::utils::{py_int, PyError, PyExc};
 use super::{FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
+use crate::py;
+use crate::py::{PyError, PyExc};
 use tracing::{debug, warn};
 
 /// Longest `build_near_host_ip + cidr` we parse. An IPv6 address with an IPv6 mask
@@ -183,7 +184,7 @@ impl Network {
         let value = family.ip_address(val1)?;
         let prefixlen: i64 = match val2 {
             None => family.width() as i64,
-            Some(v) => match py_int(v) {
+            Some(v) => match py::int::int_saturating(v) {
                 Ok(n) => n,
                 // Not an integer: a netmask or hostmask address.
                 Err(_) => {

@@ -57,7 +57,7 @@ impl SelectArgs {
         };
         let flag = |name: &str| {
             args.get(name)
-                .map(|v| crate::model::object::flexible_bool(v).unwrap_or(false))
+                .map(|v| crate::py::object::flexible_bool(v).unwrap_or(false))
                 .unwrap_or(false)
         };
         Ok(SelectArgs {

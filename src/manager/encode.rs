@@ -3,7 +3,8 @@
 //! `return_objects`) or the legacy list of host dicts.
 
 use super::ALLOCATION_REQUEST_VERSION;
-use crate::model::{pyjson, HostState, SchedulerLimits, Selection};
+use crate::model::{HostState, SchedulerLimits, Selection};
+use crate::py::json;
 use crate::scheduler::ScheduleOutcome;
 use serde_json::Value;
 
@@ -57,7 +58,7 @@ fn to_selection(
             memory_mb: legacy_limit(host, "memory_mb"),
             disk_gb: legacy_limit(host, "disk_gb"),
         },
-        allocation_request: allocation_request.map(pyjson::dumps),
+        allocation_request: allocation_request.map(json::dumps),
         allocation_request_version: allocation_request
             .map(|_| ALLOCATION_REQUEST_VERSION.to_string()),
         availability_zone: Some(host.availability_zone(default_az)),

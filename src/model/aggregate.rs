@@ -24,7 +24,7 @@ impl Aggregate {
     /// Decodes an `Aggregate` (1.x) primitive as nova-api sends it in `update_aggregates`
     /// and `delete_aggregate`.
     pub fn from_primitive(value: &serde_json::Value) -> Result<Self, super::DecodeError> {
-        use super::object::{object_data, Fields};
+        use crate::py::object::{object_data, Fields};
         let f = Fields::new("Aggregate", object_data(value, "Aggregate")?);
         Ok(Aggregate {
             id: f.int("id")?.ok_or_else(|| {
@@ -49,7 +49,7 @@ impl Aggregate {
     pub fn list_from_primitive(value: &serde_json::Value) -> Result<Vec<Self>, super::DecodeError> {
         let items = match value {
             serde_json::Value::Array(items) => items.as_slice(),
-            other => super::object::object_data(other, "AggregateList")?
+            other => crate::py::object::object_data(other, "AggregateList")?
                 .get("objects")
                 .and_then(serde_json::Value::as_array)
                 .map(Vec::as_slice)

@@ -5,7 +5,7 @@
 //! fields take nova's lazy defaults, unknown fields are ignored. Objects the core does
 //! not interpret yet (NUMA topology, PCI requests) are kept as raw JSON.
 
-use super::object::{object_data, DecodeError, Fields};
+use crate::py::object::{object_data, DecodeError, Fields};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

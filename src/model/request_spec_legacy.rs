@@ -5,8 +5,8 @@
 //! Each nested value may arrive as a versioned-object envelope (what nova's serializer
 //! makes of an object) or as a plain dict (what `build_request_spec` makes); both are read.
 
-use super::object::{DecodeError, Fields};
 use super::request_spec::{Destination, Flavor, ImageMeta, InstanceGroup, RequestSpec};
+use crate::py::object::{DecodeError, Fields};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 //! The answer: nova's `Selection` (1.1) and `SchedulerLimits` (1.0), encoded as nova
 //! encodes them, and the legacy dict form used when `return_objects` is false.
 
-use super::object::envelope;
+use crate::py::object::envelope;
 use serde_json::{Map, Value};
 
 /// `SchedulerLimits`: every field present, null when not limited.

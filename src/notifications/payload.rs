@@ -603,7 +603,7 @@ fn server_group_payload(group: &Value) -> Value {
         .and_then(|r| r.get("max_server_per_host"));
     if let Some(v) = max {
         let n = match v {
-            Value::String(s) => s.trim().parse::<i64>().ok(),
+            Value::String(s) => crate::py::int::int_i64(s).ok(),
             Value::Number(n) => n.as_i64(),
             _ => None,
         };

@@ -14,8 +14,8 @@ use super::instance::{
     CpuPolicy, InstanceCell, InstanceTopology, Limits, ThreadPolicy, MEMPAGES_ANY, MEMPAGES_LARGE,
     MEMPAGES_SMALL,
 };
-use super::pyset::PySet;
 use super::{NumaError, MAX_FIT_STEPS};
+use crate::py::set::PySet;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `PciDeviceStats.support_requests(requests, provider_mapping, cells)` for the

@@ -10,8 +10,10 @@
 //! The pre-Liberty unversioned form (`{"cells": [{"cpus": "0-3", "mem": {...}}]}`)
 //! is converted as `ComputeNode` does on load (`NUMATopology.from_legacy_object`).
 
-use super::pyset::PySet;
 use super::{NumaError, MAX_CELLS, MAX_CPUS_PER_SET, MAX_PAGE_SIZES};
+use crate::py;
+use crate::py::object::{self, IntCoerceError};
+use crate::py::set::PySet;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
@@ -90,7 +92,7 @@ impl NetworkMetadata {
         if let Some(t) = self.tunneled {
             data.insert("tunneled".into(), Value::Bool(t));
         }
-        crate::model::object::envelope("NetworkMetadata", "1.0", data)
+        object::envelope("NetworkMetadata", "1.0", data)
     }
 }
 
@@ -301,11 +303,13 @@ impl NumaTopology {
 /// nova's `parse_cpu_spec` ("1-4,^3,6"), bounded: a range may not exceed
 /// [`MAX_CPUS_PER_SET`] CPUs.
 pub fn parse_cpu_spec(spec: &str) -> Result<PySet, NumaError> {
-    let invalid = |what: &str, rule: &str| NumaError::Invalid(format!("Invalid {what} {rule:?}"));
+    let invalid = |what: &str, rule: &str| {
+        NumaError::Invalid(format!("Invalid {what} {}", py::str::repr(rule)))
+    };
     let mut ids: Vec<i64> = Vec::new();
     let mut reject: BTreeSet<i64> = BTreeSet::new();
     for rule in spec.split(',') {
-        let rule = rule.trim();
+        let rule = py::str::strip(rule);
         if rule.is_empty() {
             continue;
         }
@@ -314,12 +318,14 @@ pub fn parse_cpu_spec(spec: &str) -> Result<PySet, NumaError> {
                 Some(rest) if !a.is_empty() => (true, rest),
                 _ => (false, a),
             };
-            let start: i64 = py_int(a).ok_or_else(|| invalid("range expression", rule))?;
-            let end: i64 = py_int(b).ok_or_else(|| invalid("range expression", rule))?;
+            let start: i64 = py::int::int_i64(py::str::strip(a))
+                .map_err(|_| invalid("range expression", rule))?;
+            let end: i64 = py::int::int_i64(py::str::strip(b))
+                .map_err(|_| invalid("range expression", rule))?;
             if start > end {
                 return Err(invalid("range expression", rule));
             }
-            if (end - start) as u64 >= MAX_CPUS_PER_SET as u64 {
+            if end.saturating_sub(start) as u64 >= MAX_CPUS_PER_SET as u64 {
                 return Err(NumaError::Invalid(format!("CPU range too large: {rule:?}")));
             }
             for c in start..=end {
@@ -330,36 +336,18 @@ pub fn parse_cpu_spec(spec: &str) -> Result<PySet, NumaError> {
                 }
             }
         } else if let Some(rest) = rule.strip_prefix('^') {
-            reject.insert(py_int(rest).ok_or_else(|| invalid("exclusion expression", rule))?);
+            reject.insert(
+                py::int::int_i64(py::str::strip(rest))
+                    .map_err(|_| invalid("exclusion expression", rule))?,
+            );
         } else {
-            ids.push(py_int(rule).ok_or_else(|| invalid("inclusion expression", rule))?);
+            ids.push(py::int::int_i64(rule).map_err(|_| invalid("inclusion expression", rule))?);
         }
         if ids.len() > MAX_CPUS_PER_SET {
             return Err(NumaError::Invalid("CPU spec too large".into()));
         }
     }
     Ok(ids.into_iter().filter(|c| !reject.contains(c)).collect())
-}
-
-/// Python's `int(str)` for the plain decimal forms nova's inputs use
-/// (surrounding whitespace, optional sign, underscores between digits).
-pub fn py_int(s: &str) -> Option<i64> {
-    let t = s.trim();
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty()
-        || digits.starts_with('_')
-        || digits.ends_with('_')
-        || digits.contains("__")
-        || !digits.chars().all(|c| c.is_ascii_digit() || c == '_')
-    {
-        return None;
-    }
-    let v: i64 = digits.replace('_', "").parse().ok()?;
-    Some(if neg { -v } else { v })
 }
 
 /// Python's `%` (result has the sign of the divisor).
@@ -393,27 +381,20 @@ pub(crate) fn data_of<'a>(
     value: &'a Value,
     name: &str,
 ) -> Result<&'a Map<String, Value>, NumaError> {
-    crate::model::object::object_data(value, name).map_err(|e| NumaError::decode(e.to_string()))
+    object::object_data(value, name).map_err(|e| NumaError::decode(e.to_string()))
 }
 
-/// An IntegerField value: ints, integral floats and decimal strings coerce as
-/// `int()` does; anything else is rejected.
+/// An IntegerField value: oslo's `int(value)` ([`object::coerce_int`]).
 pub(crate) fn int_of(v: &Value, what: &str) -> Result<i64, NumaError> {
-    match v {
-        Value::Number(n) => n
-            .as_i64()
-            .or_else(|| {
-                n.as_f64()
-                    .filter(|f| f.is_finite() && f.abs() < 9.0e18)
-                    .map(|f| f.trunc() as i64)
-            })
-            .ok_or_else(|| NumaError::decode(format!("{what}: integer out of range"))),
-        Value::Bool(b) => Ok(i64::from(*b)),
-        Value::String(s) => {
-            py_int(s).ok_or_else(|| NumaError::decode(format!("{what}: not an integer")))
-        }
-        _ => Err(NumaError::decode(format!("{what}: expected an integer"))),
-    }
+    object::coerce_int(v).map_err(|e| {
+        NumaError::decode(match e {
+            IntCoerceError::OutOfRange => format!("{what}: integer out of range"),
+            IntCoerceError::NotAnInteger => match v {
+                Value::String(_) => format!("{what}: not an integer"),
+                _ => format!("{what}: expected an integer"),
+            },
+        })
+    })
 }
 
 pub(crate) fn set_of(v: &Value, what: &str) -> Result<PySet, NumaError> {

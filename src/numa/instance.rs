@@ -3,9 +3,9 @@
 //! `RequestSpec.numa_topology` primitive carries them) and `NUMATopologyLimits`.
 
 use super::host::{data_of, int_of, NetworkMetadata};
-use super::pyset::PySet;
 use super::{NumaError, MAX_CELLS, MAX_CPUS_PER_SET};
-use crate::model::object::envelope;
+use crate::py::object::envelope;
+use crate::py::set::PySet;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
@@ -178,7 +178,7 @@ impl InstanceCell {
                 }
                 let mut pairs = Vec::new();
                 for (k, v) in m {
-                    let vcpu = super::host::py_int(k).ok_or_else(|| {
+                    let vcpu = crate::py::int::int_i64(k).map_err(|_| {
                         NumaError::decode("InstanceNUMACell.cpu_pinning_raw: bad key")
                     })?;
                     pairs.push((vcpu, int_of(v, "cpu_pinning_raw")?));

@@ -5,12 +5,11 @@
 //! and the usage update used for virtual consumption.
 //!
 //! Python set iteration order decides which host CPUs nova pins, so host CPU
-//! sets are [`pyset::PySet`]s that reproduce CPython's layout.
+//! sets are [`crate::py::set::PySet`]s that reproduce CPython's layout.
 
 pub mod fit;
 pub mod host;
 pub mod instance;
-pub mod pyset;
 pub mod usage;
 
 pub use fit::{numa_fit_instance_to_host, PciContext};

@@ -5,8 +5,8 @@
 use super::fit::smallest_pagesize;
 use super::host::{NumaCell, NumaTopology, PagesTopology};
 use super::instance::{CpuPolicy, InstanceTopology, ThreadPolicy};
-use super::pyset::PySet;
 use super::NumaError;
+use crate::py::set::PySet;
 
 /// `numa_usage_from_instance_numa(host, instance, free=False)`: a new host
 /// topology with the instance's memory, pages, shared-CPU usage and pinned CPUs

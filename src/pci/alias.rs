@@ -44,13 +44,7 @@ fn is_pci_id(s: &str) -> bool {
 
 /// `strutils.bool_from_string(value, strict=True)`.
 fn strict_bool(s: &str) -> Result<bool, AliasError> {
-    match s.trim().to_lowercase().as_str() {
-        "1" | "t" | "true" | "on" | "y" | "yes" => Ok(true),
-        "0" | "f" | "false" | "off" | "n" | "no" => Ok(false),
-        _ => Err(AliasError::Invalid(format!(
-            "Unrecognized value '{s}', acceptable values are: '0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'"
-        ))),
-    }
+    crate::py::strutils::bool_from_string_strict(s).map_err(|e| AliasError::Invalid(e.message))
 }
 
 /// Validates one entry against nova's `_ALIAS_SCHEMA`.
@@ -224,9 +218,8 @@ pub fn requests_from_flavor(
             return Err(AliasError::NotDefined(name.to_string()));
         };
         // Python `int(text)` for the count in `name:count`.
-        let count = crate::numa::host::py_int(count).ok_or_else(|| {
-            AliasError::BadExtraSpec(format!("invalid literal for int() with base 10: {count:?}"))
-        })?;
+        let count =
+            crate::py::int::int_i64(count).map_err(|e| AliasError::BadExtraSpec(e.message))?;
         out.push(PciRequest {
             count,
             spec: alias.specs.clone(),

@@ -3,7 +3,7 @@
 //! (`PciDevicePool.to_dict()`: the set fields plus the flattened tags), sorted by
 //! number of keys, parsed once from the `compute_nodes.pci_stats` column.
 
-use crate::filters::pyvalue::float_repr;
+use crate::py;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -236,7 +236,7 @@ fn coerce_string(v: &Value, key: &str) -> Result<String, String> {
             Some(i) => i.to_string(),
             None => match n.as_u64() {
                 Some(u) => u.to_string(),
-                None => float_repr(n.as_f64().unwrap_or(0.0)),
+                None => py::float::repr(n.as_f64().unwrap_or(0.0)),
             },
         }),
         _ => Err(format!("{key}: not a string")),

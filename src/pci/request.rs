@@ -2,7 +2,7 @@
 //! nova's `InstancePCIRequest` as the scheduler reads it, decoded from the
 //! `RequestSpec.pci_requests` primitive (`InstancePCIRequests` 1.x).
 
-use crate::model::object::{object_data, Fields};
+use crate::py::object::{object_data, Fields};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -40,7 +40,7 @@ pub fn from_primitive(value: &Value) -> Result<Option<Vec<PciRequest>>, PciReque
     if value.is_null() {
         return Ok(None);
     }
-    let err = |e: crate::model::DecodeError| PciRequestError(e.0);
+    let err = |e: crate::py::object::DecodeError| PciRequestError(e.0);
     let data = object_data(value, "InstancePCIRequests").map_err(err)?;
     let items = match data.get("requests") {
         None | Some(Value::Null) => return Ok(Some(Vec::new())),

@@ -63,14 +63,10 @@ fn count(pools: &[&Pool]) -> i64 {
     pools.iter().map(|p| p.count).sum()
 }
 
-/// `strutils.bool_from_string(value)` (not strict, default False).
+/// `strutils.bool_from_string(value)` (not strict, default False); `None` is
+/// `str(None)`, which is not a true word.
 fn bool_from_string(value: Option<&str>) -> bool {
-    value.is_some_and(|s| {
-        matches!(
-            s.trim().to_lowercase().as_str(),
-            "1" | "t" | "true" | "on" | "y" | "yes"
-        )
-    })
+    value.is_some_and(crate::py::strutils::bool_from_string)
 }
 
 /// `utils.pci_device_prop_match(pool, specs)` for string specs: any spec whose every

@@ -23,11 +23,10 @@
 //!    groups from outside the flavor would otherwise make Placement answer 400.
 
 pub mod hardware;
-pub mod py;
 
 use crate::model::{RequestGroup, RequestSpec};
 use crate::placement::query::QueryOptions;
-use py::PyInt;
+use crate::py::int::PyInt;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `os_resource_classes.STANDARDS` (os-resource-classes 1.1, as pinned with nova 34).
@@ -156,11 +155,11 @@ impl Group {
             return;
         }
         let amount = match amount {
-            Amount::Text(s) => py::int(s),
+            Amount::Text(s) => crate::py::int::int(s).ok(),
             Amount::Int(n) => Some(PyInt::from_i64(n)),
         };
         match amount {
-            Some(n) if !n.negative || n.is_zero() => {
+            Some(n) if !n.is_negative() => {
                 self.resources.insert(rc.to_string(), n);
             }
             _ => tracing::warn!("Resource amounts must be nonnegative integers."),

@@ -88,7 +88,7 @@ pub fn heartbeat_interval(timeout: Option<&Value>) -> Option<Duration> {
             }
         }
         // Python's int() accepts surrounding whitespace and a sign, not a decimal point.
-        Value::String(s) => s.trim().replace('_', "").parse::<i64>().ok()?,
+        Value::String(s) => crate::py::int::int_saturating(s).ok()?,
         // int(True) == 1 gives an interval of 0.5 s: ignored with a warning by oslo.
         _ => return None,
     };
@@ -218,7 +218,7 @@ pub fn unwrap_envelope(outer: Value) -> Result<Map<String, Value>, DecodeError> 
     if !compatible {
         return Err(DecodeError::new(format!(
             "Specified RPC envelope version, {}, not supported by this endpoint.",
-            python_str(&version)
+            crate::py::value::json_str(&version)
         ))
         .with_reply_info(scan_reply_info(&inner)));
     }
@@ -342,14 +342,8 @@ fn plausible_name(s: &str) -> bool {
 pub fn version_is_compatible(implemented: &str, requested: &str) -> Result<bool, (String, String)> {
     let parse = |v: &str| -> Result<(i64, i64, i64), (String, String)> {
         let parts: Vec<&str> = v.split('.').collect();
-        let int = |s: &str| {
-            s.trim().parse::<i64>().map_err(|_| {
-                (
-                    "ValueError".to_string(),
-                    format!("invalid literal for int() with base 10: '{s}'"),
-                )
-            })
-        };
+        let int =
+            |s: &str| crate::py::int::int_i64(s).map_err(|e| ("ValueError".to_string(), e.message));
         if parts.len() < 2 {
             return Err(("IndexError".into(), "list index out of range".into()));
         }
@@ -359,17 +353,6 @@ pub fn version_is_compatible(implemented: &str, requested: &str) -> Result<bool,
     let (rmaj, rmin, rrev) = parse(requested)?;
     let (imaj, imin, irev) = parse(implemented)?;
     Ok(rmaj == imaj && rmin <= imin && !(rmin == imin && rrev > irev))
-}
-
-/// Python's `str()` of a JSON value, for messages that echo Python's wording.
-fn python_str(v: &Value) -> String {
-    match v {
-        Value::Null => "None".into(),
-        Value::String(s) => s.clone(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        other => other.to_string(),
-    }
 }
 
 /// A string header value (long or short string), if present.

@@ -293,7 +293,7 @@ fn python_str(v: &Value) -> Option<String> {
         Value::String(s) => Some(s.clone()),
         Value::Bool(b) => Some(if *b { "True" } else { "False" }.to_string()),
         // Python's repr of numbers (1.0 stays "1.0").
-        Value::Number(_) => Some(crate::model::pyjson::dumps(v)),
+        Value::Number(_) => Some(crate::py::json::dumps(v)),
         // nova would reject a nested value; keep its JSON text.
         other => Some(other.to_string()),
     }

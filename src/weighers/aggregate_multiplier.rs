@@ -79,36 +79,15 @@ pub fn weight_multiplier(host: &HostState, key: &str, config_value: f64) -> f64 
     }
     let mut min = f64::INFINITY;
     for v in &values {
-        match parse_python_float(v) {
-            Some(f) => min = min.min(f),
-            None => {
+        match crate::py::float::float(v) {
+            Ok(f) => min = min.min(f),
+            Err(_) => {
                 warn!(name = key, value = %v, "Could not decode '{key}' weight multiplier");
                 return config_value;
             }
         }
     }
     min
-}
-
-/// Python's `float(str)`: surrounding whitespace, `_` between digits, `inf`/`nan`.
-pub fn parse_python_float(s: &str) -> Option<f64> {
-    let t = s.trim();
-    if t.contains('_') {
-        let bytes = t.as_bytes();
-        for (i, b) in bytes.iter().enumerate() {
-            if *b == b'_' {
-                let ok = i > 0
-                    && i + 1 < bytes.len()
-                    && bytes[i - 1].is_ascii_digit()
-                    && bytes[i + 1].is_ascii_digit();
-                if !ok {
-                    return None;
-                }
-            }
-        }
-        return t.replace('_', "").parse().ok();
-    }
-    t.parse().ok()
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use super::aggregate_multiplier::MultiplierSetting;
 use super::image_props::{count_pairs, request_props};
 use super::{HostWeigher, RawDependence, WeighError};
 use crate::filters::metrics_filter::parse_options;
-use crate::filters::utils::py_float;
 use crate::model::{HostState, RequestSpec};
+use crate::py;
 use std::collections::BTreeMap;
 use tracing::warn;
 
@@ -32,7 +32,7 @@ impl ImagePropertiesWeigher {
             weight_setting,
             '=',
             "filter_scheduler.image_props_weight_setting",
-            |v| py_float(v).ok(),
+            |v| py::float::float(v).ok(),
         )
         .into_iter()
         .collect();

@@ -10,10 +10,12 @@
 //! whole request). [`props_from_system_metadata`] does the same.
 
 use crate::filters::image_properties_filter::{
-    canonical_architecture, canonical_hv_type, canonical_vm_mode, pep440::VersionPredicate,
+    canonical_architecture, canonical_hv_type, canonical_vm_mode,
 };
-use crate::filters::pyvalue::{str_repr, PyStr};
-use crate::filters::utils::{py_int, py_strip, PyError};
+use crate::py;
+use crate::py::str::PyStr;
+use crate::py::version::VersionPredicate;
+use crate::py::PyError;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -273,14 +275,6 @@ fn kind_of(name: &str) -> Kind {
         .map_or(Kind::Str, |(_, k)| *k)
 }
 
-/// oslo `strutils.bool_from_string` (not strict, default False).
-fn bool_from_string(s: &str) -> bool {
-    matches!(
-        py_strip(s).to_lowercase().as_str(),
-        "1" | "t" | "true" | "on" | "y" | "yes"
-    )
-}
-
 fn py_bool_str(b: bool) -> String {
     if b { "True" } else { "False" }.to_string()
 }
@@ -300,8 +294,8 @@ fn enum_value(value: String, all: &[&str], field: &str) -> Result<String, PyErro
 fn coerce(name: &str, value: &str) -> Result<Option<String>, PyError> {
     let text = match kind_of(name) {
         Kind::Str => value.to_string(),
-        Kind::Int => py_int(value)?.to_string(),
-        Kind::Bool => py_bool_str(bool_from_string(value)),
+        Kind::Int => py::int::int(value)?.to_string(),
+        Kind::Bool => py_bool_str(py::strutils::bool_from_string(value)),
         Kind::Enum(all) => enum_value(value.to_string(), all, name)?,
         Kind::Architecture => canonical_architecture(value)?,
         Kind::HvType => canonical_hv_type(value)?,
@@ -373,7 +367,7 @@ fn parse_cpu_spec(spec: &str) -> Result<Vec<i64>, PyError> {
     let mut ids = std::collections::BTreeSet::new();
     let mut reject = std::collections::BTreeSet::new();
     for rule in spec.split(',') {
-        let rule = py_strip(rule);
+        let rule = py::str::strip(rule);
         if rule.is_empty() {
             continue;
         }
@@ -382,17 +376,24 @@ fn parse_cpu_spec(spec: &str) -> Result<Vec<i64>, PyError> {
                 Some(rest) => (true, rest),
                 None => (false, first),
             };
-            let start = py_int(first).map_err(|_| invalid("range expression", rule))?;
-            let end = py_int(last).map_err(|_| invalid("range expression", rule))?;
+            let start = py::int::int_saturating(py::str::strip(first))
+                .map_err(|_| invalid("range expression", rule))?;
+            let end = py::int::int_saturating(py::str::strip(last))
+                .map_err(|_| invalid("range expression", rule))?;
             if start > end || end - start > 1_000_000 {
                 return Err(invalid("range expression", rule));
             }
             let target = if excluded { &mut reject } else { &mut ids };
             target.extend(start..=end);
         } else if let Some(rest) = rule.strip_prefix('^') {
-            reject.insert(py_int(rest).map_err(|_| invalid("exclusion expression", rule))?);
+            reject.insert(
+                py::int::int_saturating(py::str::strip(rest))
+                    .map_err(|_| invalid("exclusion expression", rule))?,
+            );
         } else {
-            ids.insert(py_int(rule).map_err(|_| invalid("inclusion expression", rule))?);
+            ids.insert(
+                py::int::int_saturating(rule).map_err(|_| invalid("inclusion expression", rule))?,
+            );
         }
     }
     Ok(ids.difference(&reject).copied().collect())
@@ -416,7 +417,7 @@ pub fn props_from_system_metadata(rows: &[(String, String)]) -> Result<Vec<PropP
         }
         // ImageMeta's own integer fields: a bad value raises in nova too.
         if matches!(key, "min_ram" | "min_disk") {
-            py_int(value)?;
+            py::int::int_saturating(value)?;
             continue;
         }
         props.insert(key, value);
@@ -452,7 +453,7 @@ pub fn props_from_system_metadata(rows: &[(String, String)]) -> Result<Vec<PropP
                     let Some(v) = props.get(&format!("hw_numa_mem.{cell}")) else {
                         break;
                     };
-                    mem.push(py_int(v)?.to_string());
+                    mem.push(py::int::int(v)?.to_string());
                 }
                 if !mem.is_empty() {
                     assign(name, format!("[{}]", mem.join(", ")));
@@ -509,47 +510,10 @@ fn list_repr<'a>(items: impl Iterator<Item = &'a str>) -> String {
         if i > 0 {
             out.push_str(", ");
         }
-        str_repr(&PyStr::new(item), &mut out);
+        py::str::repr_into(&PyStr::new(item), &mut out);
     }
     out.push(']');
     out
-}
-
-/// Python `repr()` of a JSON value inside a container.
-fn repr_json(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("None"),
-        Value::Bool(b) => out.push_str(&py_bool_str(*b)),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => out.push_str(&i.to_string()),
-            None => out.push_str(&crate::filters::pyvalue::float_repr(
-                n.as_f64().unwrap_or(f64::NAN),
-            )),
-        },
-        Value::String(s) => str_repr(&PyStr::new(s), out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                repr_json(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                str_repr(&PyStr::new(k), out);
-                out.push_str(": ");
-                repr_json(item, out);
-            }
-            out.push('}');
-        }
-    }
 }
 
 /// `{(key, str(value)) for key, value in image.properties.to_dict().items()}` for the
@@ -577,11 +541,7 @@ pub fn request_props(properties: &Map<String, Value>) -> Vec<PropPair> {
                         .collect();
                     format!("[{}]", parts.join(", "))
                 }
-                (_, other) => {
-                    let mut out = String::new();
-                    repr_json(other, &mut out);
-                    out
-                }
+                (_, other) => py::value::json_repr(other),
             };
             (k.clone(), text)
         })

@@ -9,8 +9,8 @@
 use super::aggregate_multiplier::MultiplierSetting;
 use super::{HostWeigher, RawDependence, WeighError};
 use crate::filters::metrics_filter::parse_options;
-use crate::filters::utils::py_float;
 use crate::model::{HostState, RequestSpec};
+use crate::py;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -45,7 +45,7 @@ impl MetricsWeigher {
     ) -> Self {
         MetricsWeigher {
             setting: parse_options(weight_setting, '=', "metrics.weight_setting", |v| {
-                py_float(v).ok()
+                py::float::float(v).ok()
             }),
             multiplier,
             required,

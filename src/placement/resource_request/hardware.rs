@@ -3,9 +3,9 @@
 //! request and the request filters call, with nova's validation and its exception
 //! classes and texts (an error here fails the request as nova's exception would).
 
-use super::py;
 use super::RequestError;
 use crate::model::{Flavor, ImageMeta};
+use crate::py;
 use serde_json::Value;
 
 const CPU_POLICIES: [&str; 3] = ["dedicated", "shared", "mixed"];
@@ -24,7 +24,7 @@ const MEM_ENCRYPTION_MODELS: [&str; 4] = ["amd-sev", "amd-sev-es", "amd-sev-snp"
 
 /// Python's `str()` of a tuple of strings, as nova puts `fields.X.ALL` in messages.
 fn py_tuple(items: &[&str]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| py::repr(s)).collect();
+    let inner: Vec<String> = items.iter().map(|s| py::str::repr(s)).collect();
     format!("({})", inner.join(", "))
 }
 
@@ -32,17 +32,6 @@ fn py_tuple(items: &[&str]) -> String {
 /// strings, booleans or lists in the primitive.
 fn image_prop<'a>(image: &'a ImageMeta, key: &str) -> Option<&'a Value> {
     image.properties.get(key).filter(|v| !v.is_null())
-}
-
-/// Python's `str()` of an image property value (for messages).
-fn py_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Null => "None".into(),
-        other => other.to_string(),
-    }
 }
 
 fn flavor_name(flavor: &Flavor) -> String {
@@ -94,7 +83,7 @@ fn unique_flavor_image(
     prefix: &str,
 ) -> Result<Option<String>, RequestError> {
     let (f, i) = flavor_image(key, flavor, image, prefix);
-    let i_str = i.map(py_str);
+    let i_str = i.map(py::value::json_str);
     let f_truthy = f.is_some_and(|s| !s.is_empty());
     if f_truthy && truthy(i) && i_str.as_deref() != f {
         return Err(RequestError::new(
@@ -287,9 +276,9 @@ impl CpuSet {
 pub fn parse_cpu_spec(spec: &str) -> Result<CpuSet, RequestError> {
     let mut ids = CpuSet::default();
     let mut rejects = CpuSet::default();
-    let int = |s: &str| py::int(s).and_then(|i| i.to_i128());
+    let int = |s: &str| py::int::int(s).ok().and_then(|i| i.to_i128());
     for rule in spec.split(',') {
-        let rule = py::strip(rule);
+        let rule = py::str::strip(rule);
         if rule.is_empty() {
             continue;
         }
@@ -301,10 +290,10 @@ pub fn parse_cpu_spec(spec: &str) -> Result<CpuSet, RequestError> {
             let bad = || {
                 RequestError::new(
                     "Invalid",
-                    format!("Invalid range expression {}", py::repr(rule)),
+                    format!("Invalid range expression {}", py::str::repr(rule)),
                 )
             };
-            let (start, end) = match (int(py::strip(first)), int(py::strip(second))) {
+            let (start, end) = match (int(py::str::strip(first)), int(py::str::strip(second))) {
                 (Some(s), Some(e)) => (s, e),
                 _ => return Err(bad()),
             };
@@ -318,10 +307,10 @@ pub fn parse_cpu_spec(spec: &str) -> Result<CpuSet, RequestError> {
                 ids = ids.union(&r);
             }
         } else if let Some(rest) = rule.strip_prefix('^') {
-            let n = int(py::strip(rest)).ok_or_else(|| {
+            let n = int(py::str::strip(rest)).ok_or_else(|| {
                 RequestError::new(
                     "Invalid",
-                    format!("Invalid exclusion expression {}", py::repr(rule)),
+                    format!("Invalid exclusion expression {}", py::str::repr(rule)),
                 )
             })?;
             rejects = rejects.union(&CpuSet::range(n, n));
@@ -329,7 +318,7 @@ pub fn parse_cpu_spec(spec: &str) -> Result<CpuSet, RequestError> {
             let n = int(rule).ok_or_else(|| {
                 RequestError::new(
                     "Invalid",
-                    format!("Invalid inclusion expression {}", py::repr(rule)),
+                    format!("Invalid inclusion expression {}", py::str::repr(rule)),
                 )
             })?;
             ids = ids.union(&CpuSet::range(n, n));
@@ -340,7 +329,7 @@ pub fn parse_cpu_spec(spec: &str) -> Result<CpuSet, RequestError> {
 
 /// A mask relative to the flavor's vCPUs: a leading `^` excludes from all of them.
 fn parse_mask(mask: &str, vcpus: i64) -> Result<CpuSet, RequestError> {
-    if py::strip(mask).starts_with('^') {
+    if py::str::strip(mask).starts_with('^') {
         parse_cpu_spec(&format!("0-{},{mask}", vcpus - 1))
     } else {
         parse_cpu_spec(mask)
@@ -384,7 +373,7 @@ pub fn realtime_cpus(flavor: &Flavor, image: &ImageMeta) -> Result<Option<CpuSet
     let realtime = flavor
         .extra_specs
         .get("hw:cpu_realtime")
-        .is_some_and(|v| py::bool_from_string(v));
+        .is_some_and(|v| py::strutils::bool_from_string(v));
     if !realtime {
         return Ok(None);
     }
@@ -430,7 +419,7 @@ pub fn mem_encryption(
     image: &ImageMeta,
 ) -> Result<Option<MemEncryption>, RequestError> {
     let (f_str, i) = flavor_image("mem_encryption", flavor, image, "hw");
-    let f = f_str.map(py::bool_from_string);
+    let f = f_str.map(py::strutils::bool_from_string);
     let i_bool = i.and_then(Value::as_bool);
     if !f.unwrap_or(false) && !i_bool.unwrap_or(false) {
         return Ok(None);
@@ -494,7 +483,7 @@ pub fn mem_encryption(
                 "Invalid",
                 format!(
                     "Invalid memory encryption model {}. Allowed values: {}.",
-                    py::repr(other),
+                    py::str::repr(other),
                     MEM_ENCRYPTION_MODELS.join(", ")
                 ),
             ))
@@ -564,7 +553,7 @@ pub fn vpmem_labels(flavor: &Flavor) -> Vec<String> {
         .get("hw:pmem")
         .map(|v| {
             v.split(',')
-                .map(py::strip)
+                .map(py::str::strip)
                 .filter(|l| !l.is_empty())
                 .map(str::to_string)
                 .collect()
@@ -598,7 +587,7 @@ pub fn vtpm(flavor: &Flavor, image: &ImageMeta) -> Result<Option<(String, String
             "Invalid",
             format!(
                 "Invalid TPM version {}. Allowed values: {}.",
-                py::repr(&version),
+                py::str::repr(&version),
                 TPM_VERSIONS.join(", ")
             ),
         ));
@@ -610,7 +599,7 @@ pub fn vtpm(flavor: &Flavor, image: &ImageMeta) -> Result<Option<(String, String
                 "Invalid",
                 format!(
                     "Invalid TPM model {}. Allowed values: {}.",
-                    py::repr(&m),
+                    py::str::repr(&m),
                     TPM_MODELS.join(", ")
                 ),
             ))
@@ -665,7 +654,7 @@ pub fn secure_boot(flavor: &Flavor, image: &ImageMeta) -> Result<Option<String>,
             "Invalid",
             format!(
                 "Invalid secure boot policy {}. Allowed values: {}.",
-                py::repr(&policy),
+                py::str::repr(&policy),
                 SECURE_BOOT.join(", ")
             ),
         ));
@@ -686,7 +675,7 @@ pub fn maxphysaddr_mode(
             "Invalid",
             format!(
                 "Invalid Maxphyaddr mode {}. Allowed values: {}.",
-                py::repr(&mode),
+                py::str::repr(&mode),
                 MAXPHYSADDR_MODES.join(", ")
             ),
         ));
@@ -697,10 +686,10 @@ pub fn maxphysaddr_mode(
 /// `get_packed_virtqueue_constraint`.
 pub fn packed_virtqueue(flavor: &Flavor, image: &ImageMeta) -> Result<bool, RequestError> {
     let (f, i) = flavor_image("virtio_packed_ring", flavor, image, "hw");
-    let f = f.map(py::bool_from_string);
+    let f = f.map(py::strutils::bool_from_string);
     let i = i.map(|v| match v {
         Value::Bool(b) => *b,
-        other => py::bool_from_string(&py_str(other)),
+        other => py::strutils::bool_from_string(&py::value::json_str(other)),
     });
     if let (Some(fb), Some(ib)) = (f, i) {
         if fb != ib {
@@ -722,7 +711,7 @@ pub fn packed_virtqueue(flavor: &Flavor, image: &ImageMeta) -> Result<bool, Requ
 /// `get_ephemeral_encryption_constraint`.
 pub fn ephemeral_encryption(flavor: &Flavor, image: &ImageMeta) -> Result<bool, RequestError> {
     let (f_str, i) = flavor_image("ephemeral_encryption", flavor, image, "hw");
-    let f = f_str.map(py::bool_from_string);
+    let f = f_str.map(py::strutils::bool_from_string);
     let i = i.and_then(Value::as_bool);
     if let (Some(fb), Some(ib)) = (f, i) {
         if fb != ib {
@@ -774,7 +763,7 @@ pub fn sound_model(flavor: &Flavor, image: &ImageMeta) -> Result<Option<String>,
                 "Invalid",
                 format!(
                     "Invalid sound device model {}. Allowed values: {}.",
-                    py::repr(m),
+                    py::str::repr(m),
                     SOUND_MODELS.join(", ")
                 ),
             ));

@@ -7,6 +7,9 @@
 //! addressing with 9 linear probes then perturbation, resize at 3/5 fill, and the
 //! insertion orders of the operations nova uses (`set(list)`, `&`, `-`, `|=`, and
 //! oslo.versionedobjects' field coercion, which rebuilds a set by iteration).
+//!
+//! Written by hand: Rust's sets iterate in their own orders, and no maintained crate
+//! reproduces CPython's table.
 
 const MIN_SIZE: usize = 8;
 const LINEAR_PROBES: usize = 9;

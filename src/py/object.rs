@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Reading oslo.versionedobjects primitives:
-//! `{"nova_object.name", "nova_object.namespace", "nova_object.version", "nova_object.data"}`.
+//! oslo.versionedobjects on the wire: reading and writing the primitives
+//! `{"nova_object.name", "nova_object.namespace", "nova_object.version", "nova_object.data"}`,
+//! and the field coercions (`IntegerField` is `int(value)`, `FloatField` is
+//! `float(value)`, `StringField` is `str(value)`) applied to what they carry.
+//!
+//! It sits in `py`, the ground floor, because it is the Python side's wire format
+//! and its coercions are Python's built-ins ([`super::int`], [`super::float`]): the
+//! model, NUMA and PCI decoders all read primitives, so all of them point down here,
+//! and nothing here points back up at them.
 
 use serde_json::{Map, Value};
 
@@ -118,37 +125,31 @@ impl<'a> Fields<'a> {
         match self.get(field) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            // oslo's StringField coerces numbers and booleans with str().
-            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            // oslo's StringField coerces numbers and booleans with str() (a float
+            // as `repr(float)`).
+            Some(v @ Value::Number(_)) => Ok(Some(super::value::json_str(v))),
             Some(Value::Bool(b)) => Ok(Some(if *b { "True" } else { "False" }.to_string())),
             Some(_) => Err(self.err(field, "a string")),
         }
     }
 
+    /// An `IntegerField`: [`coerce_int`].
     pub fn int(&self, field: &str) -> Result<Option<i64>, DecodeError> {
         match self.get(field) {
             None => Ok(None),
-            Some(Value::Number(n)) => n
-                .as_i64()
-                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-                .map(Some)
-                .ok_or_else(|| self.err(field, "an integer")),
-            Some(Value::String(s)) => s
-                .trim()
-                .parse()
+            Some(v) => coerce_int(v)
                 .map(Some)
                 .map_err(|_| self.err(field, "an integer")),
-            Some(_) => Err(self.err(field, "an integer")),
         }
     }
 
+    /// A `FloatField`: `float(value)`.
     pub fn float(&self, field: &str) -> Result<Option<f64>, DecodeError> {
         match self.get(field) {
             None => Ok(None),
             Some(Value::Number(n)) => Ok(n.as_f64()),
-            Some(Value::String(s)) => s
-                .trim()
-                .parse()
+            Some(Value::Bool(b)) => Ok(Some(f64::from(u8::from(*b)))),
+            Some(Value::String(s)) => super::float::float(s)
                 .map(Some)
                 .map_err(|_| self.err(field, "a number")),
             Some(_) => Err(self.err(field, "a number")),
@@ -171,7 +172,7 @@ impl<'a> Fields<'a> {
                 .iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s.clone()),
-                    Value::Number(n) => Ok(n.to_string()),
+                    Value::Number(_) => Ok(super::value::json_str(v)),
                     _ => Err(self.err(field, "a list of strings")),
                 })
                 .collect::<Result<Vec<_>, _>>()
@@ -187,7 +188,7 @@ impl<'a> Fields<'a> {
                 .iter()
                 .map(|(k, v)| match v {
                     Value::String(s) => Ok((k.clone(), s.clone())),
-                    Value::Number(n) => Ok((k.clone(), n.to_string())),
+                    Value::Number(_) => Ok((k.clone(), super::value::json_str(v))),
                     Value::Bool(b) => {
                         Ok((k.clone(), if *b { "True" } else { "False" }.to_string()))
                     }
@@ -197,6 +198,36 @@ impl<'a> Fields<'a> {
                 .map(Some),
             Some(_) => Err(self.err(field, "a dict of strings")),
         }
+    }
+}
+
+/// Why a JSON value is not an `IntegerField` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntCoerceError {
+    /// `int()` raises (`ValueError`, or `TypeError` for a list, dict or None).
+    NotAnInteger,
+    /// Python holds it; an `i64` cannot.
+    OutOfRange,
+}
+
+/// oslo's `Integer.coerce`, `int(value)`, of a JSON value: an int as it is, a
+/// float truncated toward zero, a bool as 0 or 1, a string by Python's `int(str)`.
+pub fn coerce_int(v: &Value) -> Result<i64, IntCoerceError> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && f.abs() < 9.0e18)
+                    .map(|f| f.trunc() as i64)
+            })
+            .ok_or(IntCoerceError::OutOfRange),
+        Value::Bool(b) => Ok(i64::from(*b)),
+        Value::String(s) => super::int::int(s)
+            .map_err(|_| IntCoerceError::NotAnInteger)?
+            .to_i64()
+            .ok_or(IntCoerceError::OutOfRange),
+        _ => Err(IntCoerceError::NotAnInteger),
     }
 }
 
