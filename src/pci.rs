@@ -14,41 +14,7 @@ pub use pools::{PciStats, PciValue, Pool};
 pub use request::{PciRequest, PciRequestError};
 pub use stats::{NumaContext, PciApplyError, ProviderMapping};
 
-use crate::model::{HostState, RequestSpec};
 use crate::numa::{InstanceCell, NumaError, NumaTopology};
-use std::borrow::Cow;
-use std::sync::Arc;
-
-/// The host's pools: the parsed cache when the loader filled it, else parsed now
-/// from the raw column (nova builds a `PciDeviceStats` for every host; no column
-/// means no pools).
-pub fn host_pools(host: &HostState) -> Cow<'_, PciStats> {
-    match &host.pci {
-        Some(stats) => Cow::Borrowed(stats.as_ref()),
-        None => Cow::Owned(PciStats::from_raw(host.pci_stats.as_deref())),
-    }
-}
-
-/// nova's `RequestSpec.get_request_group_mapping()`: requester id → provider uuids of
-/// the request groups (a later group with the same requester replaces the earlier).
-pub fn request_group_mapping(spec: &RequestSpec) -> ProviderMapping {
-    let mut mapping = ProviderMapping::default();
-    for group in &spec.requested_resources {
-        mapping.insert(group.requester_id.clone(), group.provider_uuids.clone());
-    }
-    mapping
-}
-
-/// The request's PCI requests when it has any (nova: `pci_requests.requests`, falsy
-/// when None or empty); `Err` when they cannot be decoded.
-pub fn spec_requests(spec: &RequestSpec) -> Result<Option<Vec<PciRequest>>, PciRequestError> {
-    match spec.pci_requests.as_ref().map(request::from_primitive) {
-        None | Some(Ok(None)) => Ok(None),
-        Some(Ok(Some(requests))) if requests.is_empty() => Ok(None),
-        Some(Ok(Some(requests))) => Ok(Some(requests)),
-        Some(Err(e)) => Err(e),
-    }
-}
 
 /// What `_filter_pools_for_numa_cells` sees when `numa_fit_instance_to_host` hands
 /// it the chosen instance cells: their ids (host cell ids by then) and, for the
@@ -129,42 +95,4 @@ impl<'a> NumaPciCheck<'a> {
             )
             .map_err(|e| NumaError::Pci(e.to_string()))
     }
-}
-
-/// The PCI step of nova's `HostState.consume_from_request`: the requests are applied
-/// under the request groups' provider mapping and, when the instance has a (fitted)
-/// NUMA topology, with its cells (`instance_cells`), as nova does. Returns false when
-/// nova's step raises; nova then swallows the exception and leaves the rest of the
-/// consume (`num_io_ops`, `updated`) undone, with the requests applied before the
-/// failing one still consumed.
-pub fn consume_from_request(
-    host: &mut HostState,
-    spec: &RequestSpec,
-    instance_cells: Option<&[InstanceCell]>,
-) -> bool {
-    let requests = match spec_requests(spec) {
-        Ok(None) => return true,
-        Ok(Some(requests)) => requests,
-        Err(_) => return false,
-    };
-    let numa = match instance_cells {
-        None => None,
-        Some(cells) => match host.numa.get(host.numa_topology.as_deref()) {
-            Ok(Some(topology)) => Some(numa_context(&topology, cells)),
-            // nova's pci_stats holds the host topology it was built with; none
-            // there and the `socket` policy raises (host_cells None says so).
-            Ok(None) => Some(NumaContext {
-                cell_ids: cells.iter().map(|c| c.id).collect(),
-                host_cells: None,
-            }),
-            Err(_) => return false,
-        },
-    };
-    let mapping = request_group_mapping(spec);
-    let stats = host
-        .pci
-        .get_or_insert_with(|| Arc::new(PciStats::from_raw(host.pci_stats.as_deref())));
-    Arc::make_mut(stats)
-        .apply_requests(&requests, Some(&mapping), numa.as_ref())
-        .is_ok()
 }

@@ -460,9 +460,10 @@ impl Scheduler {
         // nova's order: NUMA, then PCI, then io_ops and `updated`. When a step raises
         // nova logs and swallows the exception; the remaining steps are skipped.
         // Undecodable PCI requests fail the PCI step (nova could not have read them).
-        let pci_requests = crate::pci::spec_requests(spec).ok().flatten();
-        let mapping = crate::pci::request_group_mapping(spec);
-        match host.consume_numa(
+        let pci_requests = crate::host_fit::spec_requests(spec).ok().flatten();
+        let mapping = crate::host_fit::request_group_mapping(spec);
+        match crate::host_fit::consume_numa(
+            host,
             &mut spec.numa_topology,
             pci_requests.as_deref(),
             &mapping,
@@ -477,7 +478,7 @@ impl Scheduler {
                 match cells {
                     Ok(cells) => {
                         let cells = cells.map(|t| t.cells);
-                        if crate::pci::consume_from_request(host, spec, cells.as_deref()) {
+                        if crate::host_fit::consume_pci(host, spec, cells.as_deref()) {
                             host.finish_consume(now);
                         } else {
                             warn!(host = %host.host, "Selected host: could not consume PCI devices");

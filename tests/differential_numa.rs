@@ -38,6 +38,7 @@ mod common {
 use chrono::Utc;
 use nova_scheduler::filters::numa_topology_filter::NUMATopologyFilter;
 use nova_scheduler::filters::{FilterRequest, HostFilter};
+use nova_scheduler::host_fit;
 use nova_scheduler::model::{Flavor, HostState, ImageMeta, RequestSpec};
 use nova_scheduler::numa::fit::PciSupportCheck;
 use nova_scheduler::numa::{
@@ -605,7 +606,7 @@ fn case_json(c: &Case) -> Value {
 /// The host's pools as `[product_id, numa_node, count]`, as the oracle reports them.
 fn pools_summary(host: &HostState) -> Value {
     Value::Array(
-        pci::host_pools(host)
+        host_fit::host_pools(host)
             .pools
             .iter()
             .map(|p| {
@@ -753,7 +754,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
         pci_requests: c.pci_requests.as_deref().map(pci_requests_primitive),
         ..Default::default()
     };
-    let requests = pci::spec_requests(&spec).expect("our decode of the PCI requests");
+    let requests = host_fit::spec_requests(&spec).expect("our decode of the PCI requests");
     let filter = NUMATopologyFilter::new(c.pack);
     let mut steps = Vec::new();
     for _ in 0..c.instances {
@@ -772,7 +773,7 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
                         .as_ref()
                         .map(|v| NetworkMetadata::from_primitive(v).expect("nm")),
                 };
-                let stats = pci::host_pools(&host);
+                let stats = host_fit::host_pools(&host);
                 let pools = stats.numa_counts();
                 let empty = NumaTopology::default();
                 let ht = ht.as_deref().unwrap_or(&empty);
@@ -826,21 +827,21 @@ fn run_ours(c: &Case, constraints: &Value) -> Vec<Value> {
             }
         }
         // The scheduler's consume order: resources, NUMA, then PCI on the fitted cells.
-        let mapping = pci::request_group_mapping(&spec);
-        let consumed = host
-            .consume_numa(
-                &mut spec.numa_topology,
-                requests.as_deref(),
-                &mapping,
-                c.pack,
-            )
-            .is_ok()
+        let mapping = host_fit::request_group_mapping(&spec);
+        let consumed = host_fit::consume_numa(
+            &mut host,
+            &mut spec.numa_topology,
+            requests.as_deref(),
+            &mapping,
+            c.pack,
+        )
+        .is_ok()
             && {
                 let cells = spec
                     .numa_topology
                     .as_ref()
                     .map(|t| InstanceTopology::from_primitive(t).expect("fitted").cells);
-                pci::consume_from_request(&mut host, &spec, cells.as_deref())
+                host_fit::consume_pci(&mut host, &spec, cells.as_deref())
             };
         step.insert("consumed".into(), json!(consumed));
         step.insert(

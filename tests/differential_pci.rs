@@ -30,9 +30,10 @@ mod common {
 use chrono::Utc;
 use nova_scheduler::filters::pci_passthrough_filter::PciPassthroughFilter;
 use nova_scheduler::filters::{FilterRequest, HostFilter};
+use nova_scheduler::host_fit;
 use nova_scheduler::model::{HostState, RequestGroup, RequestSpec};
 use nova_scheduler::pci::{
-    self, parse_aliases, request, requests_from_flavor, AliasError, NumaContext, PciApplyError,
+    parse_aliases, request, requests_from_flavor, AliasError, NumaContext, PciApplyError,
     PciRequest, PciStats, PciValue, ProviderMapping,
 };
 use rand::rngs::StdRng;
@@ -595,7 +596,7 @@ fn evaluate(case: &Value) -> Value {
                         .collect()
                 }),
             };
-            let stats = pci::host_pools(&fresh_host()).into_owned();
+            let stats = host_fit::host_pools(&fresh_host()).into_owned();
             out.insert(
                 "numa".into(),
                 raise_or(stats.support_requests(
@@ -610,7 +611,7 @@ fn evaluate(case: &Value) -> Value {
     let mut host = fresh_host();
     let mut consumed = Vec::new();
     for _ in 0..case["consumes"].as_u64().unwrap_or(0) {
-        let ok = pci::consume_from_request(&mut host, &spec, None);
+        let ok = host_fit::consume_pci(&mut host, &spec, None);
         let pools = pools_json(host.pci.as_deref().expect("pools cached"));
         consumed.push(json!({"ok": ok, "pools": pools}));
     }

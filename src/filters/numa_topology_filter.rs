@@ -11,6 +11,7 @@
 //! preferred, socket) under the candidate's provider mapping.
 
 use super::{FilterRequest, HostFilter};
+use crate::host_fit;
 use crate::model::{HostState, RequestSpec};
 use crate::numa::fit::PciSupportCheck;
 use crate::numa::{
@@ -94,7 +95,7 @@ impl NUMATopologyFilter {
                    "fails NUMA topology requirements. No host NUMA topology while the instance specified one.");
             return Verdict::fail();
         };
-        let pci_requests = match pci::spec_requests(spec) {
+        let pci_requests = match host_fit::spec_requests(spec) {
             Ok(r) => r,
             Err(e) => {
                 warn!(error = %e, "NUMATopologyFilter: cannot read the request PCI requests; host fails");
@@ -116,7 +117,7 @@ impl NUMATopologyFilter {
             ram_allocation_ratio: host.ram_allocation_ratio,
             network_metadata,
         };
-        let stats = pci::host_pools(host);
+        let stats = host_fit::host_pools(host);
         let pools = stats.numa_counts();
         // nova clones the spec once per host; every candidate sees that clone as the
         // previous candidate's fit left it.

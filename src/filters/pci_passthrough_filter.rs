@@ -8,8 +8,9 @@
 //! NUMA cells): that is NUMATopologyFilter's part.
 
 use super::{FilterRequest, HostFilter};
+use crate::host_fit;
 use crate::model::HostState;
-use crate::pci::{self, request, PciApplyError, ProviderMapping};
+use crate::pci::{request, PciApplyError, ProviderMapping};
 use tracing::debug;
 
 pub struct PciPassthroughFilter;
@@ -38,7 +39,7 @@ pub fn evaluate(host: &HostState, req: &FilterRequest<'_>) -> PciVerdict {
         Some(Ok(Some(r))) => r,
         Some(Err(e)) => return PciVerdict::Raises(e.to_string()),
     };
-    let stats = pci::host_pools(host);
+    let stats = host_fit::host_pools(host);
     let mut keep = Vec::new();
     for (i, candidate) in host.allocation_candidates.iter().enumerate() {
         let Some(mapping) = candidate

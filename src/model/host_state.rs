@@ -95,7 +95,7 @@ pub struct HostState {
     /// holds the consumed topology while `numa_topology` keeps the compute's report.
     pub numa: crate::numa::HostNumaCache,
     pub pci_stats: Option<Arc<Value>>,
-    /// `pci_stats` parsed once into nova's pools (see `crate::pci::host_pools`); the
+    /// `pci_stats` parsed once into nova's pools (see `crate::host_fit::host_pools`); the
     /// per-request consume works on this copy.
     pub pci: Option<Arc<crate::pci::PciStats>>,
     pub metrics: Option<Arc<Value>>,
@@ -153,72 +153,6 @@ impl HostState {
     pub fn finish_consume(&mut self, now: DateTime<Utc>) {
         self.num_io_ops += 1;
         self.updated = Some(now);
-    }
-
-    /// `consume_from_request`'s NUMA step: fit the request's topology (with the
-    /// limits NUMATopologyFilter left on this host, if any, and the request's PCI
-    /// requests against the host's current pools under the request groups' provider
-    /// mapping), write the fitted topology back into the request (`None` when it no
-    /// longer fits) and add its usage to the host. `Err` is where nova raises (it
-    /// then skips the rest of the consumption); the request's topology is already
-    /// replaced by then.
-    pub fn consume_numa(
-        &mut self,
-        spec_numa: &mut Option<Value>,
-        pci_requests: Option<&[crate::pci::PciRequest]>,
-        mapping: &crate::pci::ProviderMapping,
-        pack: bool,
-    ) -> Result<(), crate::numa::NumaError> {
-        use crate::numa::fit::PciSupportCheck;
-        use crate::numa::{
-            numa_fit_instance_to_host, numa_usage_from_instance, InstanceCell, InstanceTopology,
-            Limits, PciContext,
-        };
-        let Some(host_topology) = self.numa.get(self.numa_topology.as_deref())? else {
-            return Ok(());
-        };
-        let Some(raw) = spec_numa.as_ref() else {
-            return Ok(());
-        };
-        let mut requested = InstanceTopology::from_primitive(raw)?;
-        if !host_topology.is_truthy() || !requested.is_truthy() {
-            return Ok(());
-        }
-        let limits = self
-            .limits
-            .get("numa_topology")
-            .map(Limits::from_primitive)
-            .transpose()?;
-        let stats = crate::pci::host_pools(self);
-        let pools = stats.numa_counts();
-        let numa_pci = pci_requests.map(|requests| {
-            crate::pci::NumaPciCheck::new(&stats, requests, Some(mapping), &host_topology)
-        });
-        let check = |cells: &[InstanceCell]| numa_pci.as_ref().map_or(Ok(true), |c| c.check(cells));
-        let pci = PciContext {
-            pools: Some(&pools),
-            support_requests: numa_pci.is_some().then_some(&check as PciSupportCheck<'_>),
-        };
-        let fitted = match numa_fit_instance_to_host(
-            &host_topology,
-            &mut requested,
-            limits.as_ref(),
-            pack,
-            &pci,
-        ) {
-            Ok(f) => f,
-            Err(e) => {
-                // nova's fit mutates the request's cells in place before raising.
-                *spec_numa = Some(requested.to_primitive());
-                return Err(e);
-            }
-        };
-        *spec_numa = fitted.as_ref().map(InstanceTopology::to_primitive);
-        if let Some(fitted) = fitted {
-            let used = numa_usage_from_instance(&host_topology, &fitted)?;
-            self.numa.set(used);
-        }
-        Ok(())
     }
 
     /// Availability zone the Selection reports: one of the AZ values of the host's

@@ -277,13 +277,25 @@ fn consumption_pins_and_next_instance_sees_it() {
         json!({}),
     );
     assert!(passes(&mut h, &s));
-    h.consume_numa(&mut s.numa_topology, None, &Default::default(), false)
-        .unwrap();
+    host_fit::consume_numa(
+        &mut h,
+        &mut s.numa_topology,
+        None,
+        &Default::default(),
+        false,
+    )
+    .unwrap();
     let fitted = InstanceTopology::from_primitive(s.numa_topology.as_ref().unwrap()).unwrap();
     let first = fitted.cells[0].id;
     assert!(passes(&mut h, &s));
-    h.consume_numa(&mut s.numa_topology, None, &Default::default(), false)
-        .unwrap();
+    host_fit::consume_numa(
+        &mut h,
+        &mut s.numa_topology,
+        None,
+        &Default::default(),
+        false,
+    )
+    .unwrap();
     let fitted = InstanceTopology::from_primitive(s.numa_topology.as_ref().unwrap()).unwrap();
     assert_ne!(
         fitted.cells[0].id, first,
@@ -332,8 +344,9 @@ fn fitted_cell(s: &RequestSpec) -> i64 {
 }
 
 fn consume(h: &mut HostState, s: &mut RequestSpec) {
-    let requests = pci::spec_requests(s).unwrap();
-    h.consume_numa(
+    let requests = host_fit::spec_requests(s).unwrap();
+    host_fit::consume_numa(
+        h,
         &mut s.numa_topology,
         requests.as_deref(),
         &Default::default(),
@@ -344,7 +357,7 @@ fn consume(h: &mut HostState, s: &mut RequestSpec) {
         .numa_topology
         .as_ref()
         .map(|t| InstanceTopology::from_primitive(t).unwrap().cells);
-    assert!(pci::consume_from_request(h, s, cells.as_deref()));
+    assert!(host_fit::consume_pci(h, s, cells.as_deref()));
 }
 
 #[test]
@@ -356,7 +369,11 @@ fn numa_and_pci_in_one_request_fit_on_the_device_cell() {
         assert!(passes(&mut h, &s), "policy {policy:?}");
         consume(&mut h, &mut s);
         assert_eq!(fitted_cell(&s), 1, "the cell with the device comes first");
-        assert_eq!(pci::host_pools(&h).free_devices(), 0, "the device is taken");
+        assert_eq!(
+            host_fit::host_pools(&h).free_devices(),
+            0,
+            "the device is taken"
+        );
         assert!(!passes(&mut h, &s), "no device left, policy {policy:?}");
     }
 }
