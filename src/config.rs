@@ -247,6 +247,35 @@ fn parse_database_url(
         .ok()
 }
 
+/// Options nova acts on that this daemon accepts and does not act on: (group, option,
+/// what the daemon does instead). Each one set in the files is named in a warning
+/// at startup, so that an operator never believes it took effect.
+pub const NOT_HONOURED: &[(&str, &str, &str)] = &[
+    ("DEFAULT", "log_file", LOGS_TO_STDERR),
+    ("DEFAULT", "log_dir", LOGS_TO_STDERR),
+    ("DEFAULT", "use_json", LOGS_TO_STDERR),
+    ("DEFAULT", "use_journal", LOGS_TO_STDERR),
+    ("DEFAULT", "use_syslog", LOGS_TO_STDERR),
+    ("DEFAULT", "syslog_log_facility", LOGS_TO_STDERR),
+    ("DEFAULT", "log_config_append", LOGS_TO_STDERR),
+    ("DEFAULT", "log_date_format", LOGS_TO_STDERR),
+    ("DEFAULT", "default_log_levels", LOGS_TO_STDERR),
+    ("DEFAULT", "watch_log_file", LOGS_TO_STDERR),
+    (
+        "DEFAULT",
+        "manager_shutdown_timeout",
+        "[DEFAULT] graceful_shutdown_timeout bounds the drain of calls in flight",
+    ),
+    ("database", "max_pool_size", POOLS_FIXED),
+    ("api_database", "max_pool_size", POOLS_FIXED),
+    ("placement_database", "max_pool_size", POOLS_FIXED),
+];
+
+const LOGS_TO_STDERR: &str = "logs go to stderr as text (the service manager keeps \
+     them); RUST_LOG or [DEFAULT] debug sets the level";
+const POOLS_FIXED: &str = "the daemon sizes its pools itself (20 connections \
+     per cell database, 5 for the API database, 2 for the others)";
+
 impl Config {
     /// Builds the typed configuration from parsed files; `errors` are errors found while
     /// reading them, reported together with any bad value.
@@ -304,6 +333,16 @@ impl Config {
             placement_database_url,
             raw,
         };
+        if config.default.servicegroup_driver == "mc" {
+            errors.push(ConfigError::Invalid {
+                group: "DEFAULT".into(),
+                option: "servicegroup_driver".into(),
+                reason: "mc keeps service liveness in memcached, which nova-scheduler-rs does \
+                         not read: it judges hosts from the services table, where every host \
+                         would look down. Use servicegroup_driver = db, or keep nova-scheduler"
+                    .into(),
+            });
+        }
         ConfigError::from_list(errors)?;
         Ok(config)
     }
@@ -328,6 +367,26 @@ impl Config {
             .collect()
     }
 
+    /// Options set in the files that nova acts on and this daemon reads but does not,
+    /// each with what the daemon does instead (see [`NOT_HONOURED`]).
+    pub fn not_honoured(&self) -> Vec<String> {
+        let mut out: Vec<String> = NOT_HONOURED
+            .iter()
+            .filter(|(group, option, _)| self.raw.keys(group).iter().any(|k| k == option))
+            .map(|(group, option, instead)| {
+                format!("option [{group}] {option} is accepted but not honoured: {instead}")
+            })
+            .collect();
+        if !self.default.periodic_enable {
+            out.push(
+                "option [DEFAULT] periodic_enable = false is accepted but not honoured: the \
+                 host-state refresh and host discovery run as configured"
+                    .to_string(),
+            );
+        }
+        out
+    }
+
     /// Everything worth a warning at startup: ignored options, hosts of the transport URL
     /// with and without credentials, database URL parameters not passed to the driver
     /// or TLS arguments with a caveat.
@@ -337,6 +396,7 @@ impl Config {
             .into_iter()
             .map(|o| format!("option {o} is accepted but not used"))
             .collect();
+        out.extend(self.not_honoured());
         if self.transport.mixed_credentials {
             out.push(
                 "[DEFAULT] transport_url: all hosts should be set with username/password or \

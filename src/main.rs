@@ -48,6 +48,11 @@ fn main() -> ExitCode {
                 }
             };
             telemetry::init(config.default.debug);
+            for (name, _) in &cli.log_options {
+                tracing::warn!(
+                    "option --{name} is accepted but not honoured: logs go to stderr as text"
+                );
+            }
             let Some(runtime) = runtime(config.scheduler.workers) else {
                 return ExitCode::FAILURE;
             };

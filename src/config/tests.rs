@@ -795,3 +795,48 @@ fn pci_alias_is_multi_valued_with_its_old_name() {
     assert_eq!(old.pci.alias, vec!["{\"name\": \"x\"}"]);
     assert!(from_ini_str("").unwrap().pci.alias.is_empty());
 }
+
+#[test]
+fn options_nova_acts_on_and_the_daemon_does_not_are_named_at_startup() {
+    let c = from_ini_str(
+        "[DEFAULT]\nlog_file = /var/log/nova/nova-scheduler.log\nuse_json = true\n\
+         periodic_enable = false\n[database]\nmax_pool_size = 50\n",
+    )
+    .unwrap();
+    let warnings = c.not_honoured();
+    assert_eq!(warnings.len(), 4, "{warnings:#?}");
+    for option in [
+        "[DEFAULT] log_file",
+        "[DEFAULT] use_json",
+        "[DEFAULT] periodic_enable = false",
+        "[database] max_pool_size",
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("option {option} is accepted but not honoured"))),
+            "{option}: {warnings:#?}"
+        );
+    }
+    assert!(c
+        .warnings()
+        .iter()
+        .any(|w| w.contains("[DEFAULT] log_file")));
+    assert!(from_ini_str("[DEFAULT]\nperiodic_enable = true\n")
+        .unwrap()
+        .not_honoured()
+        .is_empty());
+}
+
+#[test]
+fn servicegroup_driver_mc_stops_startup_with_the_reason() {
+    let err = from_ini_str("[DEFAULT]\nservicegroup_driver = mc\n").unwrap_err();
+    let msgs = messages(&err);
+    assert_eq!(msgs.len(), 1, "{msgs:#?}");
+    assert!(
+        msgs[0]
+            .starts_with("[DEFAULT] servicegroup_driver: mc keeps service liveness in memcached"),
+        "{msgs:#?}"
+    );
+    assert!(from_ini_str("[DEFAULT]\nservicegroup_driver = db\n").is_ok());
+}
