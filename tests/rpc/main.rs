@@ -16,9 +16,9 @@
 //! - `tests/rpc_server.rs` installs a global tracing subscriber with `init()` and asserts
 //!   on what it captured, which other tests' subscribers and logs would break;
 //! - `tests/rpc_reconnect.rs` closes every broker connection of its process, which would
-//!   disturb the servers of other tests running in the same process.
-//! (`tests/daemon_process.rs` also stays alone: it kills and restarts the daemon and
-//! measures answer times and memory, which other tests' load would disturb.)
+//!   disturb the servers of other tests running in the same process;
+//! - `tests/daemon_process.rs` kills and restarts the daemon and measures answer times
+//!   and memory, which other tests' load would disturb.
 
 #[path = "../common/notification_check.rs"]
 mod notification_check;
