@@ -10,9 +10,14 @@
 //! `cargo test --release --test placement placement_claims`.
 //!
 //! Sharing the process: every test seeds its own providers under its own trait or name
-//! and its own databases and vhosts (`nsrs_claims_<name>`, `nsrs_race_<name>`,
-//! `nsrs_fastpath_race`); the log capture of `placement_claims` is a thread-local
-//! subscriber on a current-thread runtime, not a global one.
+//! and its own databases and vhosts (`nsrs_claims_<name>`, `nsrs_race_<name>`); the log
+//! capture of `placement_claims` is a thread-local subscriber on a current-thread
+//! runtime, not a global one.
+//!
+//! Kept out of this binary: `tests/placement_fast_path_race.rs` needs a Placement with no
+//! nested providers (the daemons' fast path falls back to Placement when any exist, and
+//! the test asserts it never does), and `placement_claims` seeds nested trees in the
+//! Placement this binary shares; so it keeps a Placement process of its own.
 
 #[path = "../common/claims_cloud.rs"]
 mod claims_cloud;
@@ -32,4 +37,3 @@ mod venv;
 mod placement_batch_claims;
 mod placement_claims;
 mod placement_client;
-mod placement_fast_path_race;

@@ -13,10 +13,14 @@
 //! partial claim). Both daemons must have answered from the index (no fallback)
 //! and claimed each request with one `POST /allocations` (batched claims).
 
-use crate::daemon_proc;
-use crate::nova_schema;
-use crate::placement_server;
-use crate::venv;
+#[path = "common/daemon_proc.rs"]
+mod daemon_proc;
+#[path = "common/nova_schema.rs"]
+mod nova_schema;
+#[path = "common/placement_server.rs"]
+mod placement_server;
+#[path = "common/venv.rs"]
+mod venv;
 
 use daemon_proc::{nova_client, nova_conf_on, own_vhost, placement_section, seed_cloud, Daemon};
 use serde_json::Value;
