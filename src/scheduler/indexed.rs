@@ -21,7 +21,7 @@
 //!
 //! A request this path cannot decide exactly like nova is decided by
 //! [`Scheduler::schedule`] over host states copied from the table (see
-//! `Plan::new` for what sends it there). `tests/indexed_core.rs` checks both
+//! `Plan::new` for what sends it there). `tests/core/indexed_core.rs` checks both
 //! against `reference::schedule` on random clouds.
 
 use super::table::{HostTable, RowCandidates};

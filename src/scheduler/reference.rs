@@ -5,8 +5,8 @@
 //!
 //! The daemon never decides through it. It is the oracle the two production paths
 //! are held to: [`Scheduler::schedule`] (instances 2..N re-evaluate only the host
-//! the previous instance consumed) in `tests/incremental_core.rs`, and
-//! [`Scheduler::schedule_table`] (the indexed decision) in `tests/indexed_core.rs`,
+//! the previous instance consumed) in `tests/core/incremental_core.rs`, and
+//! [`Scheduler::schedule_table`] (the indexed decision) in `tests/core/indexed_core.rs`,
 //! selection, alternates, claims, consumed states and random draws alike; and the
 //! baseline `benches/decision_core.rs` measures them against.
 

@@ -2,8 +2,8 @@
 //! One test's cloud for the claim tests against the real Placement: cell databases
 //! built by nova-manage, providers seeded through Placement's REST API and tagged
 //! with the test's CUSTOM_ trait, a scheduler over them, and the recording proxy
-//! (`Gate`) between the scheduler and Placement. Used by tests/placement_claims.rs
-//! and tests/placement_batch_claims.rs (which declare http_stub, nova_schema,
+//! (`Gate`) between the scheduler and Placement. Used by tests/placement/ and
+//! tests/daemon_process.rs (whose crate roots declare http_stub, nova_schema,
 //! placement_admin, placement_server and venv).
 #![allow(dead_code)]
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nova 34's own host filters as an oracle for tests/differential_filters.rs.
+"""nova 34's own host filters as an oracle for tests/differential/differential_filters.rs.
 
 Reads JSON lines on stdin, writes one line per input line on stdout:
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """oslo.messaging's own notification listener, as ceilometer or searchlight run one
-(tests/notifications.rs).
+(tests/rpc/notifications.rs).
 
   notification_listener.py --config-file F --exchange E --topics T1,T2 --count N
       Listens on Target(topic=Ti, exchange=E) with get_notification_listener, prints

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nova 34's scheduler notifications, produced by nova's own code (tests/notifications.rs).
+"""nova 34's scheduler notifications, produced by nova's own code (tests/rpc/notifications.rs).
 
   notification_oracle.py cases SAMPLE_DIR
       Prints a JSON list of cases {name, spec, context, instance_uuid}: the spec_obj and

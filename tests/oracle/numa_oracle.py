@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nova 34's NUMA code as an oracle for tests/differential_numa.rs.
+"""nova 34's NUMA code as an oracle for tests/differential/differential_numa.rs.
 
 Reads JSON lines on stdin, writes one JSON line per input line on stdout.
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A real oslo.messaging peer (from the project venv) for tests/rpc_side_by_side.rs.
+"""A real oslo.messaging peer (from the project venv) for tests/rpc/rpc_side_by_side.rs.
 
   oslo_peer.py server --config-file F --topic T --server S --name N
       An RPC server on topic T (as nova-scheduler's service would be) whose

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nova 34's own PCI code as an oracle for tests/differential_pci.rs.
+"""nova 34's own PCI code as an oracle for tests/differential/differential_pci.rs.
 
 Reads one JSON object per line on stdin and answers one JSON object per line:
 

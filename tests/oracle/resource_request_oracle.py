@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """nova 34's own resource request code as an oracle for
-tests/differential_resource_request.rs.
+tests/differential/differential_resource_request.rs.
 
 Reads JSON lines on stdin, writes one JSON line per input line on stdout.
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """nova 34's own weighers and weight handler as an oracle for
-tests/differential_weighers.rs.
+tests/differential/differential_weighers.rs.
 
 Reads JSON lines on stdin, writes one line per input line on stdout:
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Hand-written cases; the differential test against nova's own code is
-//! `tests/differential_resource_request.rs`.
+//! `tests/differential/differential_resource_request.rs`.
 use super::*;
 use crate::model::{Destination, Flavor, ImageMeta};
 use serde_json::json;

@@ -6,10 +6,8 @@
 //! reconnect, redeclare and consume again; every call the client did not time out on is
 //! answered, with its own answer, and calls are answered again after the restart.
 
-#[path = "common/private_rabbit.rs"]
-mod private_rabbit;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::private_rabbit;
+use crate::venv;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -7,14 +7,10 @@
 //! where to boot. Spread must pick the host with the most free RAM, pack the one
 //! with the least, and the two answers differ.
 
-#[path = "common/daemon_proc.rs"]
-mod daemon_proc;
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/placement_server.rs"]
-mod placement_server;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::daemon_proc;
+use crate::nova_schema;
+use crate::placement_server;
+use crate::venv;
 
 use daemon_proc::{nova_client, nova_conf_on, own_vhost, placement_section, seed_cloud, Daemon};
 use sqlx::mysql::MySqlPool;

@@ -4,10 +4,8 @@
 //! heartbeat runs, and down once it stops for longer than `service_down_time`.
 //! nova's schema is created by nova-manage (tests/common/nova_schema.rs).
 
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::nova_schema;
+use crate::venv;
 
 use nova_scheduler::state::service_row::{ServiceRow, ServiceRowError, SERVICE_VERSION};
 use sqlx::{MySqlPool, Row};

@@ -1,25 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Batched claims on the Placement fast path, against the real Placement
 //! (tests/common/placement_server.rs) and cell databases built by nova-manage
-//! (tests/common/claims_cloud.rs, shared with tests/placement_claims.rs).
+//! (tests/common/claims_cloud.rs, shared with tests/placement/placement_claims.rs).
 //!
 //! The scheduler has a provider index loaded from Placement's database and no
 //! background refresher (so a change made behind its back stays unseen until a
 //! refused claim makes it refresh). Between it and Placement sits the recording
 //! proxy: every request it sent and Placement's status are checked.
 
-#[path = "common/claims_cloud.rs"]
-mod claims_cloud;
-#[path = "common/http_stub.rs"]
-mod http_stub;
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/placement_admin.rs"]
-mod placement_admin;
-#[path = "common/placement_server.rs"]
-mod placement_server;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::claims_cloud;
+use crate::nova_schema;
+use crate::placement_server;
 
 use claims_cloud::*;
 use nova_scheduler::manager::SchedulerManager;

@@ -6,8 +6,7 @@
 //! The right CA and client certificate connect and serve calls; a wrong CA, or no client
 //! certificate, do not connect.
 
-#[path = "common/private_rabbit.rs"]
-mod private_rabbit;
+use crate::private_rabbit;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -19,17 +19,13 @@
 //!
 //! Running:
 //! ```sh
-//! cargo test --release --test differential_weighers
-//! NSRS_DIFF_SEED=7 NSRS_DIFF_CASES=200000 cargo test --release --test differential_weighers -- --nocapture
+//! cargo test --release --test differential differential_weighers
+//! NSRS_DIFF_SEED=7 NSRS_DIFF_CASES=200000 cargo test --release --test differential differential_weighers -- --nocapture
 //! ```
 //!
 //! Not generated (known limits): NaN or infinite weights (aggregate `inf`/`nan`
 //! multipliers, `inf` ratios), whose order Python's sort and ours settle
 //! differently; CPU ids ≥ 8 in `hw_numa_cpus` (CPython's set iteration order).
-
-mod common {
-    pub mod venv; // tests/common/venv.rs
-}
 
 use nova_scheduler::model::{
     Aggregate, Destination, HostState, ImageMeta, InstanceGroup, RequestSpec,
@@ -131,7 +127,7 @@ fn agree(nova: &Answer, ours: &Answer) -> bool {
 
 #[test]
 fn weighers_agree_with_nova() {
-    let venv = common::venv::find();
+    let venv = crate::venv::find();
     let seed = std::env::var("NSRS_DIFF_SEED")
         .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
         .unwrap_or(DEFAULT_SEED);

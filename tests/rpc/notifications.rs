@@ -12,10 +12,8 @@
 //! (`tests/oracle/notification_listener.py`), which must hand its endpoint exactly what
 //! nova sends.
 
-#[path = "common/notification_check.rs"]
-mod check;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::notification_check as check;
+use crate::venv;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;

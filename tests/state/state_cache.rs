@@ -5,10 +5,8 @@
 //! incremental refresh, both must give the same host states. Each test owns its
 //! databases, so they run in any order.
 
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::nova_schema;
+use crate::venv;
 
 use chrono::Utc;
 use nova_scheduler::model::HostState;

@@ -8,14 +8,8 @@
 //! Keystone is available here, and a Placement that answers provider-generation
 //! conflicts or a 401 on demand, which the real one cannot be made to do.
 
-#[path = "common/http_stub.rs"]
-mod http_stub;
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/placement_server.rs"]
-mod placement_server;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::http_stub;
+use crate::placement_server;
 
 use http_stub::{Recorded, Reply};
 use nova_scheduler::model::{Flavor, ImageMeta, RequestLevelParams, RequestSpec};

@@ -15,11 +15,7 @@
 //! A second test changes rows of a table (`HostTable::with_changes`, the index
 //! carried over) and compares with the reference on the changed hosts.
 
-mod common {
-    pub mod random_core; // tests/common/random_core.rs
-}
-
-use common::random_core::{claims, cloud, cloud_of, request, scheduler_from, Claims, FILTERS};
+use crate::random_core::{claims, cloud, cloud_of, request, scheduler_from, Claims, FILTERS};
 use nova_scheduler::model::HostState;
 use nova_scheduler::scheduler::{
     reference, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler,

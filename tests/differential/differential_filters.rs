@@ -20,9 +20,9 @@
 //!
 //! Running:
 //! ```sh
-//! cargo test --release --test differential_filters                # default seed and counts
-//! NSRS_DIFF_SEED=7 NSRS_DIFF_CASES=1000000 cargo test --release --test differential_filters -- --nocapture
-//! NSRS_DIFF_FILTERS=JsonFilter cargo test --release --test differential_filters   # some filters only
+//! cargo test --release --test differential differential_filters                # default seed and counts
+//! NSRS_DIFF_SEED=7 NSRS_DIFF_CASES=1000000 cargo test --release --test differential differential_filters -- --nocapture
+//! NSRS_DIFF_FILTERS=JsonFilter cargo test --release --test differential differential_filters   # some filters only
 //! ```
 //! `NSRS_DIFF_CASES` replaces every target's case count. The venv is found as the
 //! other integration tests find it (`NSRS_VENV`, else the cache `scripts/stack.sh venv`
@@ -43,10 +43,6 @@
 //!
 //! The cases are built as our model structs and serialized for nova with nova's
 //! attribute names, so both sides always see the same host.
-
-mod common {
-    pub mod venv; // tests/common/venv.rs
-}
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use nova_scheduler::filters::aggregate_image_properties_isolation::AggregateImagePropertiesIsolation;
@@ -403,7 +399,7 @@ fn fnv(name: &str) -> u64 {
 
 #[test]
 fn filters_agree_with_nova() {
-    let venv = common::venv::find();
+    let venv = crate::venv::find();
     let seed = std::env::var("NSRS_DIFF_SEED")
         .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
         .unwrap_or(DEFAULT_SEED);

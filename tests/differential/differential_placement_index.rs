@@ -16,12 +16,8 @@
 //!
 //! `NSRS_INDEX_DIFF_CASES` (default 1,200) and `NSRS_INDEX_DIFF_SEED` change the run.
 
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/placement_server.rs"]
-mod placement_server;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::nova_schema;
+use crate::placement_server;
 
 use futures_util::StreamExt;
 use nova_scheduler::placement::index::candidates::provider_summary;

@@ -18,14 +18,10 @@
 //!   completed and the exact pools left.
 //!
 //! ```sh
-//! cargo test --release --test differential_pci
-//! NSRS_DIFF_SEED=7 NSRS_DIFF_PCI_CASES=200000 cargo test --release --test differential_pci -- --nocapture
+//! cargo test --release --test differential differential_pci
+//! NSRS_DIFF_SEED=7 NSRS_DIFF_PCI_CASES=200000 cargo test --release --test differential differential_pci -- --nocapture
 //! ```
 //! One case by hand: `echo '<case>' | $VENV/bin/python tests/oracle/pci_oracle.py`.
-
-mod common {
-    pub mod venv; // tests/common/venv.rs
-}
 
 use chrono::Utc;
 use nova_scheduler::filters::pci_passthrough_filter::PciPassthroughFilter;
@@ -641,7 +637,7 @@ fn normalize_nova(mut answer: Value) -> Value {
 
 #[test]
 fn pci_agrees_with_nova() {
-    let venv = common::venv::find();
+    let venv = crate::venv::find();
     let seed = std::env::var("NSRS_DIFF_SEED")
         .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
         .unwrap_or(DEFAULT_SEED);

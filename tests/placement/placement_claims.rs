@@ -20,20 +20,12 @@
 //! process, against the same Placement and cell database: the RPC layer, the only
 //! part two daemon processes would add, plays no part in claiming.
 
-#[path = "common/claims_cloud.rs"]
-mod claims_cloud;
-#[path = "common/daemon_proc.rs"]
-mod daemon_proc;
-#[path = "common/http_stub.rs"]
-mod http_stub;
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/placement_admin.rs"]
-mod placement_admin;
-#[path = "common/placement_server.rs"]
-mod placement_server;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::claims_cloud;
+use crate::daemon_proc;
+use crate::http_stub;
+use crate::nova_schema;
+use crate::placement_admin;
+use crate::venv;
 
 use claims_cloud::*;
 use daemon_proc::rabbitmqctl;

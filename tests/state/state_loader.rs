@@ -8,12 +8,9 @@
 //! requires TLS (tests/common/private_mariadb.rs) and reads them through nova-style URLs
 //! with TLS arguments, the way the daemon turns them into sqlx connections.
 
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/private_mariadb.rs"]
-mod private_mariadb;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::nova_schema;
+use crate::private_mariadb;
+use crate::venv;
 
 use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateError, StateOptions};
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};

@@ -13,10 +13,8 @@
 //! cases (default 600). A disagreement prints the case as the JSON line the oracle
 //! reads: `echo '<case>' | $VENV/bin/python tests/oracle/resource_request_oracle.py`.
 
-#[path = "common/nova_schema.rs"]
-mod nova_schema;
-#[path = "common/venv.rs"]
-mod venv;
+use crate::nova_schema;
+use crate::venv;
 
 use nova_scheduler::manager::request_filter::{
     self, PrefilterError, PrefilterOptions, RequestFailure,

@@ -15,11 +15,7 @@
 //! ties, aggregate multiplier overrides, disabled and down services, several
 //! cells, filter chains drawn from stable and non-stable filters.
 
-mod common {
-    pub mod random_core; // tests/common/random_core.rs
-}
-
-use common::random_core::{claims, cloud, request, scheduler, summary};
+use crate::random_core::{claims, cloud, request, scheduler, summary};
 use nova_scheduler::scheduler::{reference, ScheduleRequest};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};

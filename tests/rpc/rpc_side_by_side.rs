@@ -6,8 +6,7 @@
 //! declare (a PRECONDITION_FAILED would stop the Python server), and calls sent by
 //! oslo.messaging's own RPCClient are answered by both.
 
-#[path = "common/venv.rs"]
-mod venv;
+use crate::venv;
 
 use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 use lapin::{Connection, ConnectionProperties};

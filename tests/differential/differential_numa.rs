@@ -23,17 +23,13 @@
 //! null) and compares the same steps plus the host's pools after each consumption.
 //!
 //! ```sh
-//! cargo test --release --test differential_numa
+//! cargo test --release --test differential differential_numa
 //! NSRS_DIFF_SEED=7 NSRS_DIFF_NUMA_CASES=50000 NSRS_DIFF_NUMA_PCI_CASES=50000 \
-//!     cargo test --release --test differential_numa -- --nocapture
+//!     cargo test --release --test differential differential_numa -- --nocapture
 //! ```
 //! The instance topology is taken from nova (our side does not build it from extra
 //! specs); cases where nova's `numa_get_constraints` rejects the flavor/image count
 //! as "constraints_error" and are reported in the tally.
-
-mod common {
-    pub mod venv; // tests/common/venv.rs
-}
 
 use chrono::Utc;
 use nova_scheduler::filters::numa_topology_filter::NUMATopologyFilter;
@@ -939,7 +935,7 @@ struct Oracle {
 
 impl Oracle {
     fn start() -> Self {
-        let venv = common::venv::find();
+        let venv = crate::venv::find();
         let mut child = Command::new(venv.join("bin/python"))
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),

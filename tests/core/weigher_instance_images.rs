@@ -5,14 +5,9 @@
 //! the same database (`InstanceList.fill_metadata` + `Instance.image_meta`, run in
 //! the venv's Python against the same cell database).
 
-mod common {
-    pub mod nova_schema; // tests/common/nova_schema.rs
-    pub mod venv; // tests/common/venv.rs
-}
-
 use nova_scheduler::state::instance_images;
 
-use common::nova_schema;
+use crate::nova_schema;
 use nova_scheduler::weighers::image_props::props_from_system_metadata;
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Executor};
@@ -73,7 +68,7 @@ print(json.dumps(out))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loads_rows_nova_reads_and_derives_the_same_properties() {
-    let venv = common::venv::find();
+    let venv = crate::venv::find();
     let prefix = nova_schema::tagged("nsrs_weigh_img");
     nova_schema::create(&venv, &prefix, &["cell1"])
         .await

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+//! The decision core against its reference (`indexed_core`, `incremental_core`, on random
+//! clouds) and the weighers that need a database or the daemon (`weigher_instance_images`,
+//! `weigher_pack_spread`). One test binary; each file below is a module, and the fixtures
+//! of `tests/common/` are compiled once, at this crate's root.
+//!
+//! Run one file's tests with a name filter, e.g.
+//! `cargo test --release --test core indexed_core`.
+//!
+//! Sharing the process: each test uses its own databases (`nsrs_weigh_img`,
+//! `nsrs_weigh_e2e`) and RabbitMQ vhost; `weigher_pack_spread` is the only user of the
+//! per-process Placement here.
+
+#[path = "../common/daemon_proc.rs"]
+mod daemon_proc;
+#[path = "../common/nova_schema.rs"]
+mod nova_schema;
+#[path = "../common/placement_server.rs"]
+mod placement_server;
+#[path = "../common/random_core.rs"]
+mod random_core;
+#[path = "../common/venv.rs"]
+mod venv;
+
+mod incremental_core;
+mod indexed_core;
+mod weigher_instance_images;
+mod weigher_pack_spread;
