@@ -158,7 +158,9 @@ for t in "${TARGETS[@]}"; do
     SUMMARY+=("$line  FAILED (exit $rc)")
     FAILED+=("$t")
     printf '\n--- %s: libFuzzer exited %d (log: %s)\n' "$t" "$rc" "$log" >&2
-    grep -m 1 -A 3 'panicked at' "$log" >&2 || true
+    grep -m 1 -A 1 'panicked at' "$log" >&2 || true
+    # The daemon's frames of the backtrace.
+    grep -A 1 -E '^ *[0-9]+: nova_scheduler::' "$log" | grep -v '^--$' | head -n 16 >&2 || true
     grep -v -e '^#[0-9]' -e '^ *[0-9]*: ' -e '^ *at ' "$log" | tail -n 12 >&2
     artifact=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
     if [ -n "$artifact" ]; then
