@@ -19,10 +19,12 @@
 #   -Cllvm-args=-sanitizer-coverage-trace-compares  comparison operands (guides mutations)
 #   -Cdebug-assertions (overflow checks follow)  release optimisation otherwise
 # --target <host triple> keeps the flags off build scripts and proc macros, as
-# cargo-fuzz does. Left out from cargo-fuzz's set: -Clink-dead-code and a single
-# codegen unit for every crate (slower builds; fuzz/Cargo.toml gives the daemon's
-# crate and serde_json one codegen unit each). With cargo-fuzz installed the same
-# targets run as usual: `cd fuzz && cargo fuzz run -s none envelope`.
+# cargo-fuzz does. Left out from cargo-fuzz's set: -Clink-dead-code and one codegen
+# unit per crate (a longer build from scratch), -sanitizer-coverage-stack-depth and
+# -simplifycfg-branch-fold-threshold=0 (refinements); fuzz/Cargo.toml also builds the
+# crates the targets never run (TLS, SQL, HTTP, the runtime) at opt-level 1. With
+# cargo-fuzz installed the same targets run as usual:
+# `cd fuzz && cargo fuzz run -s none envelope`.
 #
 # Where things go:
 #   build        $NSRS_CACHE/fuzz-target-<hash of fuzz/Cargo.lock and the flags> (newest two kept)
