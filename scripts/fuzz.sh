@@ -22,7 +22,7 @@
 # cargo-fuzz does. Left out from cargo-fuzz's set: -Clink-dead-code and one codegen
 # unit per crate (a longer build from scratch), -sanitizer-coverage-stack-depth and
 # -simplifycfg-branch-fold-threshold=0 (refinements); fuzz/Cargo.toml also builds the
-# crates the targets never run (TLS, SQL, HTTP, the runtime) at opt-level 1. With
+# crates the targets never run (TLS, SQL, HTTP, the runtime) at opt-level 0. With
 # cargo-fuzz installed the same targets run as usual:
 # `cd fuzz && cargo fuzz run -s none envelope`.
 #
