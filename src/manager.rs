@@ -23,6 +23,8 @@ pub mod candidates;
 mod casts;
 mod claims;
 mod encode;
+#[doc(hidden)]
+pub mod fuzzing;
 mod host_states;
 mod read_ahead;
 mod redelivery;

@@ -369,12 +369,13 @@ impl ResourceRequest {
                 .add_resource("MEMORY_MB", Amount::Int(flavor.memory_mb));
         }
         if need_disk {
-            let mut disk = flavor.ephemeral_gb + ceil_gb(flavor.swap);
+            // Python's ints: the sum of the flavor's sizes may not fit an i64.
+            let mut disk = i128::from(flavor.ephemeral_gb) + i128::from(ceil_gb(flavor.swap));
             if !spec.is_bfv {
-                disk += flavor.root_gb;
+                disk += i128::from(flavor.root_gb);
             }
             if disk != 0 {
-                rr.group(None).add_resource("DISK_GB", Amount::Int(disk));
+                rr.group(None).add_resource_i128("DISK_GB", disk);
             }
         }
 

@@ -101,6 +101,21 @@ fn resources_sort_as_formatted_strings() {
 }
 
 #[test]
+fn disk_beyond_i64_is_asked_as_python_sums_it() {
+    // root_gb + ephemeral_gb + ceil(swap / 1024) is a Python int: 2**64 - 1 here.
+    let mut s = spec(1, &[]);
+    s.flavor.root_gb = i64::MAX;
+    s.flavor.ephemeral_gb = i64::MAX;
+    s.flavor.swap = 1;
+    assert!(qs(&mut s, true).contains("DISK_GB%3A18446744073709551615%2C"));
+    // Below i64::MIN: a negative amount, left out as nova leaves it out.
+    s.flavor.root_gb = i64::MIN;
+    s.flavor.ephemeral_gb = -1;
+    s.flavor.swap = 0;
+    assert!(!qs(&mut s, true).contains("DISK_GB"));
+}
+
+#[test]
 fn target_node_sets_in_tree_and_several_drop_limit() {
     let mut s = spec(1, &[]);
     s.force_hosts = vec!["h1".into()];
