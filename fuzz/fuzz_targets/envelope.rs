@@ -14,6 +14,8 @@
 //! - bit 6: the compression header as an AMQP short string instead of a long string
 //! - bit 7: through `decode_request` instead of `decode_delivery`
 #![no_main]
+// `Result<_, RemoteError>` is the endpoints' contract, as in the daemon.
+#![allow(clippy::result_large_err)]
 
 use std::future::Future;
 use std::sync::Arc;
