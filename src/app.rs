@@ -6,6 +6,8 @@ use crate::config::{Config, DbUrl};
 use crate::filters::{build_chain, FilterConfig};
 use crate::manager::{ManagerEndpoint, ManagerOptions, PrefilterOptions, SchedulerManager};
 use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
+use crate::observe::health::{Health, ReadinessBounds, SystemdNotifier};
+use crate::observe::listener;
 use crate::placement::index::{IndexLoader, LiveIndex};
 use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use crate::rpc::notifier::AmqpNotificationPublisher;
@@ -243,6 +245,21 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     let scheduler = build_scheduler(&config)?;
     let state_options = state_options(&config)?;
+    // The listener answers from the start: live at once, ready once consuming.
+    let health = Health::new(readiness_bounds(&config));
+    let mut observers = vec![tokio::spawn(Arc::clone(&health).beat())];
+    if let Some(addr) = config.nova_scheduler_rs.http_listen {
+        let listener = listener::bind(addr).await.map_err(|e| {
+            AppError::Config(format!("[nova_scheduler_rs] http_listen = {addr}: {e}"))
+        })?;
+        observers.push(tokio::spawn(listener::serve(listener, Arc::clone(&health))));
+    }
+    let systemd = SystemdNotifier::from_env();
+    observers.push(tokio::spawn(systemd.clone().run(Arc::clone(&health))));
+    let shutdown = async move {
+        shutdown.await;
+        systemd.stopping();
+    };
     // Our own `services` row (nova-scheduler, topic scheduler) in the main database,
     // heartbeated like nova's DB servicegroup driver.
     let main_pool = sqlx::mysql::MySqlPoolOptions::new()
@@ -322,12 +339,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         publisher.close(Duration::from_secs(5)).await;
     }
     heartbeat.abort();
-    for task in background {
+    for task in background.into_iter().chain(observers) {
         task.abort();
     }
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// How fresh the warm cache and the provider index must be for `/readyz`.
+fn readiness_bounds(config: &Config) -> ReadinessBounds {
+    let c = &config.nova_scheduler_rs;
+    ReadinessBounds {
+        cache: cache_options(config).map(|o| ReadinessBounds::for_interval(o.refresh_interval)),
+        index: config.placement_database_url.as_ref().map(|_| {
+            ReadinessBounds::for_interval(Duration::from_secs_f64(
+                c.placement_index_refresh_interval,
+            ))
+        }),
+    }
 }
 
 /// `[nova_scheduler_rs]`: the warm cache's settings, or `None` when it is off.

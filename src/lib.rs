@@ -33,6 +33,7 @@ pub mod manager;
 pub mod model;
 pub mod notifications;
 pub mod numa;
+pub mod observe;
 pub mod pci;
 pub mod placement;
 pub mod py;
@@ -48,3 +49,6 @@ pub mod weighers;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/architecture.md")]
 pub struct ArchitectureDoc;
+
+/// The nova release whose scheduler this daemon replaces.
+pub const NOVA_RELEASE: &str = "34";

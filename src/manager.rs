@@ -34,11 +34,16 @@ mod schedule;
 pub use request_filter::PrefilterOptions;
 
 use args::SelectArgs;
-use host_states::{index_by_provider, CandidatesByProvider, RequestHosts};
-use schedule::Candidates;
+use candidates::{AskIndex, AskPlacement, CandidateSource};
+use host_states::{
+    index_by_provider, CandidatesByProvider, FromCache, HostStateSource, ReadPerRequest,
+    RequestHosts,
+};
+use schedule::{Candidates, ClaimBatched, ClaimPath, ClaimPerInstance};
 
 use crate::model::RequestSpec;
 use crate::notifications::{NotifiedSpec, Notifier, Phase};
+use crate::observe::metrics::{metrics, CallResult};
 use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
@@ -96,15 +101,19 @@ pub struct SchedulerManager {
     placement: Arc<PlacementClient>,
     options: ManagerOptions,
     rng: Mutex<StdRng>,
-    /// The warm host states; `None` reads the cell databases per request, as nova.
+    /// The warm host states, which the instance-info casts update; `None` reads the
+    /// cell databases per request, as nova.
     cache: Option<Arc<HostStateCache>>,
     /// `scheduler.select_destinations.start` / `.end` notifications.
     notifier: Option<Arc<Notifier>>,
-    /// The Placement provider index (fast path); `None` asks Placement, as nova.
-    placement_index: Option<Arc<LiveIndex>>,
-    /// Set when Placement answered a batched claim with 406: claim per instance from
-    /// then on.
-    batch_unsupported: AtomicBool,
+    // The fast paths, each chosen when the manager is built (nova's way unless the
+    // provider index or the cache is given).
+    /// Who answers the candidates questions: Placement, or the provider index first.
+    candidate_source: Arc<dyn CandidateSource>,
+    /// Where host states come from: the cells per request, or the warm cache.
+    host_state_source: Box<dyn HostStateSource>,
+    /// How claims are made: per instance, or batched through the provider index.
+    claim_path: Box<dyn ClaimPath>,
     /// Requests claimed with one `POST /allocations`, and POSTs Placement refused.
     batched_claims: AtomicU64,
     batch_conflicts: AtomicU64,
@@ -122,6 +131,12 @@ impl SchedulerManager {
             None => StdRng::seed_from_u64(rand::random()),
         };
         SchedulerManager {
+            candidate_source: Arc::new(AskPlacement(Arc::clone(&placement))),
+            host_state_source: Box::new(ReadPerRequest {
+                store: Arc::clone(&store),
+                system_metadata: options.load_instance_system_metadata,
+            }),
+            claim_path: Box::new(ClaimPerInstance),
             scheduler,
             store,
             placement,
@@ -129,8 +144,6 @@ impl SchedulerManager {
             rng: Mutex::new(rng),
             cache: None,
             notifier: None,
-            placement_index: None,
-            batch_unsupported: AtomicBool::new(false),
             batched_claims: AtomicU64::new(0),
             batch_conflicts: AtomicU64::new(0),
         }
@@ -144,14 +157,29 @@ impl SchedulerManager {
 
     /// Serves host states from `cache` (which must share this manager's store).
     pub fn with_cache(mut self, cache: Arc<HostStateCache>) -> Self {
+        let system_metadata = self.options.load_instance_system_metadata;
+        self.host_state_source = Box::new(FromCache {
+            cache: Arc::clone(&cache),
+            store: Arc::clone(&self.store),
+            // The table has no system metadata; requests that need it get copies.
+            table: self.options.indexed_decision && !system_metadata,
+            system_metadata,
+        });
         self.cache = Some(cache);
         self
     }
 
-    /// Answers the common allocation-candidate questions from `index` and records
-    /// claims in it.
+    /// Answers the common allocation-candidate questions from `index`, records
+    /// claims in it and batches them where it can.
     pub fn with_placement_index(mut self, index: Arc<LiveIndex>) -> Self {
-        self.placement_index = Some(index);
+        self.candidate_source = Arc::new(AskIndex {
+            index: Arc::clone(&index),
+            placement: Arc::clone(&self.placement),
+        });
+        self.claim_path = Box::new(ClaimBatched {
+            index,
+            unsupported: AtomicBool::new(false),
+        });
         self
     }
 
@@ -236,6 +264,7 @@ impl SchedulerManager {
         let now = Utc::now();
         let use_placement = asked.by_provider.is_some();
         let mut hosts = self
+            .host_state_source
             .host_states(
                 asked.compute_uuids.as_deref(),
                 cell.as_deref(),
@@ -317,11 +346,28 @@ impl SchedulerManager {
             }
             _ => drop((outcome, hosts)),
         }
+        let m = metrics();
+        for (phase, took) in [
+            ("decode", phases.decode),
+            ("request_filters", phases.prefilters),
+            ("candidates", phases.placement),
+            ("host_states", phases.state),
+            // The decision less the claims it waited on.
+            (
+                "filter_weigh",
+                phases.schedule.saturating_sub(phases.claims),
+            ),
+            ("claims", phases.claims),
+            ("encode", phases.encode),
+        ] {
+            m.phase(phase, took);
+        }
+        m.candidate_hosts.observe(host_count as f64);
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         // Running totals of the candidate questions answered locally / by Placement.
         let counts = self
-            .placement_index
-            .as_ref()
+            .claim_path
+            .index()
             .map(|i| i.counts())
             .unwrap_or_default();
         info!(
@@ -373,7 +419,7 @@ impl SchedulerManager {
         };
         // With the index, the spec as the candidates question starts from: a batched
         // request whose claim is refused asks again (see `schedule_batched`).
-        let spec_before = self.placement_index.is_some().then(|| spec.clone());
+        let spec_before = self.claim_path.index().is_some().then(|| spec.clone());
         // nova's claims read each instance's allocations before their PUT; asking
         // Placement for the candidates, those reads go out now, beside that
         // question (after the request filters, whose work they would only slow).
@@ -381,7 +427,7 @@ impl SchedulerManager {
             .filter(|uuids| {
                 !uuids.is_empty()
                     && self.options.read_allocations_ahead
-                    && self.placement_index.is_none()
+                    && self.claim_path.index().is_none()
                     && !delivery.redelivered
             })
             .map(|uuids| {
@@ -394,8 +440,7 @@ impl SchedulerManager {
         let answer = candidates::allocation_candidates(
             spec,
             &self.store,
-            &self.placement,
-            self.placement_index.as_deref(),
+            self.candidate_source.as_ref(),
             &query_options,
             &self.options.prefilters,
             global_request_id,
@@ -624,6 +669,12 @@ impl Endpoint for ManagerEndpoint {
                 let result = manager
                     .select_destinations_delivered(&call.context, &call.args, delivery)
                     .await;
+                let outcome = match &result {
+                    Ok(_) => CallResult::placed,
+                    Err(e) if e.class == "NoValidHost" => CallResult::no_valid_host,
+                    Err(_) => CallResult::error,
+                };
+                metrics().call(outcome, &call.version, started.elapsed());
                 match &result {
                     Ok(_) => debug!(elapsed_ms = started.elapsed().as_millis() as u64, "select_destinations answered"),
                     Err(e) => info!(elapsed_ms = started.elapsed().as_millis() as u64, class = %e.class, message = %e.message, "select_destinations failed"),

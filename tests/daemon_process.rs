@@ -1489,3 +1489,220 @@ async fn check_and_free(rig: &Rig, call: &SoakCall) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------
+// The HTTP listener: /metrics, /healthz, /readyz
+
+/// Reads an OpenMetrics exposition with prometheus_client's own (strict) parser and
+/// prints `{"name{label="v",...}": value}` for every sample.
+const PARSE_METRICS: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        out[f"{s.name}{{{labels}}}"] = s.value
+print(json.dumps(out))
+"#;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let resp = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.ok()?))
+}
+
+/// The samples of `/metrics`, as the Prometheus client library parses them.
+async fn scrape(venv: &Path, port: u16) -> serde_json::Map<String, Value> {
+    let (status, text) = http_get(port, "/metrics").await.expect("/metrics answers");
+    assert_eq!(status, 200, "{text}");
+    let mut child = Command::new(venv.join("bin/python"))
+        .args(["-c", PARSE_METRICS])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the exposition does not parse: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match serde_json::from_slice(&out.stdout).unwrap() {
+        Value::Object(samples) => samples,
+        other => panic!("{other}"),
+    }
+}
+
+fn sample(samples: &serde_json::Map<String, Value>, key: &str) -> f64 {
+    samples.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// One placed call and one NoValidHost move the counters and histograms by exactly
+/// that; the exposition parses with Prometheus' own parser; the daemon is live and
+/// ready. A daemon whose broker cannot be reached is live but not ready, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_health_and_readiness_over_http() {
+    let venv = venv::find();
+    let port = free_port();
+    let rig = Rig::new("obs", 2, &format!("http_listen = 127.0.0.1:{port}")).await;
+    let daemon = rig.start("daemon.log");
+    let mut client = TestClient::on(&rig.amqp).await;
+    let (status, body) = http_get(port, "/healthz").await.expect("/healthz");
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = http_get(port, "/readyz").await.expect("/readyz");
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ready: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let before = scrape(&venv, port).await;
+    rig.normal_call(&mut client).await;
+    let uuids = vec![uuid()];
+    // More VCPUs than any host has: Placement returns no candidates.
+    let too_big = json!({
+        "spec_obj": rig.cloud.spec((64, 512, 1), json!({}), &uuids),
+        "instance_uuids": uuids,
+        "return_objects": true,
+        "return_alternates": true,
+    });
+    let reply = client
+        .call("nova", "scheduler", "select_destinations", too_big, "4.5")
+        .await;
+    let failure = reply.inner["failure"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(failure.contains("NoValidHost"), "{}", reply.inner);
+    let after = scrape(&venv, port).await;
+    let moved = |key: &str| sample(&after, key) - sample(&before, key);
+
+    let calls = "nova_scheduler_select_destinations_total";
+    assert_eq!(
+        moved(&format!("{calls}{{result=\"placed\",version=\"4.5\"}}")),
+        1.0
+    );
+    assert_eq!(
+        moved(&format!(
+            "{calls}{{result=\"no_valid_host\",version=\"4.5\"}}"
+        )),
+        1.0
+    );
+    assert_eq!(
+        moved(&format!("{calls}{{result=\"error\",version=\"4.5\"}}")),
+        0.0
+    );
+    assert_eq!(
+        moved("nova_scheduler_select_destinations_duration_seconds_count{}"),
+        2.0
+    );
+    // Only the placed call went through every phase.
+    for phase in [
+        "decode",
+        "candidates",
+        "host_states",
+        "filter_weigh",
+        "claims",
+        "encode",
+    ] {
+        let key = format!(
+            "nova_scheduler_select_destinations_phase_duration_seconds_count{{phase=\"{phase}\"}}"
+        );
+        assert_eq!(moved(&key), 1.0, "{key}");
+    }
+    assert_eq!(
+        moved("nova_scheduler_claims_total{mode=\"per_instance\",result=\"claimed\"}"),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "nova_scheduler_placement_requests_total{method=\"GET\",path=\"/allocation_candidates\",status=\"200\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        moved("nova_scheduler_allocation_candidates_questions_total{reason=\"no_index\",source=\"placement\"}"),
+        2.0
+    );
+    assert_eq!(
+        moved("nova_scheduler_filter_hosts_in_total{filter=\"ComputeFilter\"}"),
+        2.0,
+        "the placed call's two candidates entered ComputeFilter"
+    );
+    assert_eq!(sample(&after, "nova_scheduler_rpc_consuming{}"), 1.0);
+    assert!(
+        sample(
+            &after,
+            "nova_scheduler_host_state_cache_last_pass_timestamp_seconds{}"
+        ) > 0.0
+    );
+    let build = after
+        .keys()
+        .find(|k| k.starts_with("nova_scheduler_build_info{"))
+        .expect("build info");
+    assert!(build.contains("nova=\"34\""), "{build}");
+    let (status, _) = http_get(port, "/nope").await.unwrap();
+    assert_eq!(status, 404);
+    drop(daemon);
+
+    // The same daemon configuration with a broker port nobody listens on.
+    let dead_port = free_port();
+    let port = free_port();
+    let conf = std::fs::read_to_string(&rig.conf).unwrap();
+    let conf = conf
+        .lines()
+        .map(|l| {
+            if l.starts_with("transport_url") {
+                format!("transport_url = rabbit://guest:guest@127.0.0.1:{dead_port}/")
+            } else if l.starts_with("http_listen") {
+                format!("http_listen = 127.0.0.1:{port}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dead_conf = rig.dir.join("nova-dead-broker.conf");
+    std::fs::write(&dead_conf, conf).unwrap();
+    let daemon = Daemon::start(&dead_conf, rig.dir.join("dead-broker.log"), &[]);
+    let mut live = None;
+    for _ in 0..100 {
+        if let Some(answer) = http_get(port, "/healthz").await {
+            live = Some(answer);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = live.unwrap_or_else(|| panic!("no /healthz:\n{}", daemon.log_text()));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http_get(port, "/readyz").await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    let reason: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        reason["reasons"].to_string().contains("not consuming"),
+        "{body}"
+    );
+    drop(daemon);
+    rig.finish().await;
+}

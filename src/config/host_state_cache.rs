@@ -43,6 +43,9 @@ pub struct HostStateCacheSection {
     /// allocations (the `GET` of nova's claim) at the same time, so the claim after
     /// the decision sends only its `PUT`. False reads them at claim time, as nova.
     pub read_allocations_ahead: bool,
+    /// `HOST:PORT` of the HTTP listener serving `/metrics`, `/healthz` and `/readyz`;
+    /// unset (the default) serves none.
+    pub http_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for HostStateCacheSection {
@@ -56,6 +59,7 @@ impl Default for HostStateCacheSection {
             placement_index_refresh_interval: 1.0,
             indexed_decision: true,
             read_allocations_ahead: true,
+            http_listen: None,
         }
     }
 }
@@ -99,8 +103,22 @@ impl HostStateCacheSection {
             ),
             indexed_decision: r.bool("indexed_decision", d.indexed_decision),
             read_allocations_ahead: r.bool("read_allocations_ahead", d.read_allocations_ahead),
+            http_listen: r
+                .convert("http_listen", parse_listen)
+                .unwrap_or(d.http_listen),
         }
     }
+}
+
+/// `HOST:PORT` or `[V6]:PORT`; empty is off.
+fn parse_listen(text: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse()
+        .map(Some)
+        .map_err(|_| "not an address and port such as 127.0.0.1:9101".to_string())
 }
 
 #[cfg(test)]
@@ -140,5 +158,22 @@ mod tests {
         assert_eq!(s.retained_consumption_ttl, 30.0);
         assert!(read("[nova_scheduler_rs]\nhost_state_refresh_interval = -1\n").is_err());
         assert!(read("[nova_scheduler_rs]\nhost_state_full_resync_interval = 0\n").is_err());
+    }
+
+    #[test]
+    fn http_listen_is_an_address_and_port_or_off() {
+        assert_eq!(
+            read("[nova_scheduler_rs]\nhttp_listen =\n")
+                .unwrap()
+                .http_listen,
+            None
+        );
+        assert_eq!(
+            read("[nova_scheduler_rs]\nhttp_listen = 127.0.0.1:9101\n")
+                .unwrap()
+                .http_listen,
+            Some("127.0.0.1:9101".parse().unwrap())
+        );
+        assert!(read("[nova_scheduler_rs]\nhttp_listen = localhost\n").is_err());
     }
 }

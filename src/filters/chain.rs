@@ -147,6 +147,9 @@ impl FilterChain {
                 let mut kept = keep.into_iter();
                 current.retain(|_| kept.next().unwrap_or(false));
             }
+            if !skip {
+                crate::observe::metrics().filter(filter.name(), start, current.len());
+            }
             history.push(FilterStep {
                 filter: filter.name(),
                 start,

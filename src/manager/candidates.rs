@@ -2,8 +2,9 @@
 //! The Placement question(s) of nova's `select_destinations` (steps 3.2–3.5): the
 //! resource request with the target-node lookup, `GET /allocation_candidates`, and
 //! for `hw:cpu_policy=dedicated` the second, VCPU question whose answer is merged
-//! into the first. Each question is answered by the provider index when there is
-//! one and the request's shape allows it, else by Placement.
+//! into the first. Who answers each question is a [`CandidateSource`] chosen once at
+//! startup: Placement ([`AskPlacement`], nova's way) or the provider index with
+//! Placement behind it for the shapes the index does not answer ([`AskIndex`]).
 
 use super::request_filter::PrefilterError;
 use crate::model::RequestSpec;
@@ -13,7 +14,86 @@ use crate::placement::{
     PlacementError, QueryOptions, TargetNode,
 };
 use crate::state::HostStateStore;
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
 use tracing::{debug, info, warn};
+
+/// Who answers a `GET /allocation_candidates` question.
+pub trait CandidateSource: Send + Sync {
+    /// One question's answer, and true when it was answered without Placement.
+    fn ask<'a>(
+        &'a self,
+        params: &'a [(String, String)],
+        global_request_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(AllocationCandidates, bool), PlacementError>>;
+}
+
+/// nova's way: every question goes to Placement.
+pub struct AskPlacement(pub Arc<PlacementClient>);
+
+impl CandidateSource for AskPlacement {
+    fn ask<'a>(
+        &'a self,
+        params: &'a [(String, String)],
+        global_request_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(AllocationCandidates, bool), PlacementError>> {
+        Box::pin(async move {
+            crate::observe::metrics().candidates_question("placement", "no_index");
+            let found = self
+                .0
+                .get_allocation_candidates(params, global_request_id)
+                .await?;
+            Ok((found, false))
+        })
+    }
+}
+
+/// The provider index answers the shapes it holds (every candidate, no `limit`);
+/// Placement answers the rest.
+pub struct AskIndex {
+    pub index: Arc<LiveIndex>,
+    pub placement: Arc<PlacementClient>,
+}
+
+/// The kind of a fallback reason, for a metric label (the reason itself names
+/// traits, classes and values).
+fn fallback_kind(reason: &str) -> &'static str {
+    if reason.contains("nested") {
+        "nested_providers"
+    } else if reason.contains("sharing") {
+        "sharing_providers"
+    } else if reason.contains("not in the index") {
+        "not_in_index"
+    } else if reason.starts_with("limit") {
+        "limit"
+    } else {
+        "request_shape"
+    }
+}
+
+impl CandidateSource for AskIndex {
+    fn ask<'a>(
+        &'a self,
+        params: &'a [(String, String)],
+        global_request_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(AllocationCandidates, bool), PlacementError>> {
+        Box::pin(async move {
+            let metrics = crate::observe::metrics();
+            match self.index.candidates(params) {
+                Ok(found) => {
+                    metrics.candidates_question("index", "");
+                    return Ok((found, true));
+                }
+                Err(reason) => metrics.candidates_question("placement", fallback_kind(&reason.0)),
+            }
+            let found = self
+                .placement
+                .get_allocation_candidates(params, global_request_id)
+                .await?;
+            Ok((found, false))
+        })
+    }
+}
 
 /// nova's `get_compute_nodes_by_host_or_node`: the cell named by the destination,
 /// else the host's cell from `host_mappings`, else every enabled cell.
@@ -68,8 +148,7 @@ async fn target_nodes(
 pub async fn allocation_candidates(
     spec: &mut RequestSpec,
     store: &HostStateStore,
-    placement: &PlacementClient,
-    index: Option<&LiveIndex>,
+    source: &dyn CandidateSource,
     query: &QueryOptions,
     opts: &super::request_filter::PrefilterOptions,
     global_request_id: Option<&str>,
@@ -77,7 +156,7 @@ pub async fn allocation_candidates(
     let nodes = target_nodes(spec, store).await?;
     let first = resources_from_request_spec(spec, query, true, nodes.as_deref())?;
     let mut from_index = true;
-    let mut found = match ask(placement, index, &first.query_params(), global_request_id).await {
+    let mut found = match source.ask(&first.query_params(), global_request_id).await {
         Ok((found, local)) => {
             from_index &= local;
             found
@@ -97,7 +176,7 @@ pub async fn allocation_candidates(
     if first.cpu_pinning_requested && !opts.disable_fallback_pcpu_query {
         debug!("Requesting fallback allocation candidates with VCPU instead of PCPU");
         let second = resources_from_request_spec(spec, query, false, nodes.as_deref())?;
-        match ask(placement, index, &second.query_params(), global_request_id).await {
+        match source.ask(&second.query_params(), global_request_id).await {
             Ok((more, local)) => {
                 from_index &= local;
                 found.merge(more)
@@ -127,22 +206,4 @@ pub struct FoundCandidates {
     /// True when the provider index answered every question of the request (the
     /// claims may then be batched, see `batch_claims`).
     pub from_index: bool,
-}
-
-/// One `GET /allocation_candidates` question: answered from the provider index when
-/// there is one and the shape allows it (every candidate, no `limit`), else by
-/// Placement. True with the answer when it came from the index.
-async fn ask(
-    placement: &PlacementClient,
-    index: Option<&LiveIndex>,
-    params: &[(String, String)],
-    global_request_id: Option<&str>,
-) -> Result<(AllocationCandidates, bool), crate::placement::PlacementError> {
-    if let Some(found) = index.and_then(|i| i.candidates(params).ok()) {
-        return Ok((found, true));
-    }
-    placement
-        .get_allocation_candidates(params, global_request_id)
-        .await
-        .map(|found| (found, false))
 }

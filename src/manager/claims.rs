@@ -129,6 +129,12 @@ impl Claimer for PlacementClaims<'_> {
             )
             .await;
         self.waited.add(asked);
+        let result = match &claimed {
+            Ok(true) => "claimed",
+            Ok(false) => "conflict",
+            Err(_) => "failed",
+        };
+        crate::observe::metrics().claim("per_instance", result);
         match claimed {
             Ok(true) => {
                 if let Some(index) = self.index {

@@ -3,7 +3,8 @@
 //! Placement returned, each with its allocation requests. With the warm cache and
 //! the indexed decision they are rows of the cache's table (nothing is copied); else
 //! copies of the states, from the cache or read from the cells per request (nova's
-//! way). The decision then runs over whichever it got.
+//! way). Which is a [`HostStateSource`] chosen once at startup; the decision then
+//! runs over whichever it got.
 
 use super::SchedulerManager;
 use crate::model::AllocationCandidate;
@@ -12,7 +13,9 @@ use crate::rpc::RemoteError;
 use crate::scheduler::{
     Claimer, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest,
 };
-use chrono::Utc;
+use crate::state::{HostStateCache, HostStateStore};
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -64,62 +67,113 @@ pub(super) fn index_by_provider(
     index
 }
 
-impl SchedulerManager {
+/// Where a request's host states come from.
+pub(super) trait HostStateSource: Send + Sync {
     /// Step 7: the host states of `uuids` (every node when `None`) in `cell` (every
     /// cell when `None`), each with its allocation candidates moved out of
     /// `candidates_by_rp`.
-    pub(super) async fn host_states(
-        &self,
-        uuids: Option<&[String]>,
-        cell: Option<&str>,
-        now: chrono::DateTime<Utc>,
+    fn host_states<'a>(
+        &'a self,
+        uuids: Option<&'a [String]>,
+        cell: Option<&'a str>,
+        now: DateTime<Utc>,
         candidates_by_rp: Option<CandidatesByProvider>,
-    ) -> Result<RequestHosts, RemoteError> {
-        // The cache's table holds every enabled cell; a request bound to one cell
-        // (a move), or one that needs the instances' system metadata, gets copies.
-        let table_cache = self.cache.as_ref().filter(|_| {
-            self.options.indexed_decision && !self.options.load_instance_system_metadata
-        });
-        if let (Some(cache), Some(uuids), None, true) =
-            (table_cache, uuids, cell, candidates_by_rp.is_some())
-        {
-            let mut by_rp = candidates_by_rp.unwrap_or_default();
-            let table = cache.table_for(uuids, now).await.map_err(|e| {
-                RemoteError::runtime_error(format!("could not read host states: {e}"))
-            })?;
-            let mut rows = RowCandidates::new(table.len());
-            for uuid in uuids {
-                if let Some(row) = table.row_of_uuid(uuid) {
-                    if !rows.contains(row) {
-                        // Moved, not copied, as into the host states below.
-                        rows.insert(row, by_rp.remove(uuid.as_str()).unwrap_or_default());
+    ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>>;
+}
+
+/// nova's way: copies read from the cell databases for each request.
+pub(super) struct ReadPerRequest {
+    pub store: Arc<HostStateStore>,
+    /// Attach the instances' system metadata (ImagePropertiesWeigher reads it).
+    pub system_metadata: bool,
+}
+
+impl HostStateSource for ReadPerRequest {
+    fn host_states<'a>(
+        &'a self,
+        uuids: Option<&'a [String]>,
+        cell: Option<&'a str>,
+        _now: DateTime<Utc>,
+        candidates_by_rp: Option<CandidatesByProvider>,
+    ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>> {
+        Box::pin(async move {
+            let hosts = self.store.host_states(uuids, cell).await;
+            copies(hosts, candidates_by_rp, &self.store, self.system_metadata).await
+        })
+    }
+}
+
+/// The warm cache: rows of its decision table when `table` is set and the request
+/// spans every enabled cell, else copies of its states.
+pub(super) struct FromCache {
+    pub cache: Arc<HostStateCache>,
+    pub store: Arc<HostStateStore>,
+    /// `[nova_scheduler_rs] indexed_decision`, and no system metadata needed.
+    pub table: bool,
+    pub system_metadata: bool,
+}
+
+impl HostStateSource for FromCache {
+    fn host_states<'a>(
+        &'a self,
+        uuids: Option<&'a [String]>,
+        cell: Option<&'a str>,
+        now: DateTime<Utc>,
+        candidates_by_rp: Option<CandidatesByProvider>,
+    ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>> {
+        Box::pin(async move {
+            // The table holds every enabled cell; a request bound to one cell (a
+            // move) gets copies.
+            let table_uuids =
+                uuids.filter(|_| self.table && cell.is_none() && candidates_by_rp.is_some());
+            if let Some(uuids) = table_uuids {
+                let mut by_rp = candidates_by_rp.unwrap_or_default();
+                let table = self.cache.table_for(uuids, now).await.map_err(|e| {
+                    RemoteError::runtime_error(format!("could not read host states: {e}"))
+                })?;
+                let mut rows = RowCandidates::new(table.len());
+                for uuid in uuids {
+                    if let Some(row) = table.row_of_uuid(uuid) {
+                        if !rows.contains(row) {
+                            // Moved, not copied, as into the host states below.
+                            rows.insert(row, by_rp.remove(uuid.as_str()).unwrap_or_default());
+                        }
                     }
                 }
+                return Ok(RequestHosts::Table { table, rows });
             }
-            return Ok(RequestHosts::Table { table, rows });
-        }
-        let hosts = match &self.cache {
-            Some(cache) => cache.host_states(uuids, cell, now).await,
-            None => self.store.host_states(uuids, cell).await,
-        };
-        let mut hosts = hosts
-            .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
-        if let Some(mut index) = candidates_by_rp {
-            for h in &mut hosts {
-                // Moved, not copied: each compute node uuid names one host state.
-                h.allocation_candidates = h
-                    .uuid
-                    .as_ref()
-                    .and_then(|u| index.remove(u))
-                    .unwrap_or_default();
-            }
-        }
-        if self.options.load_instance_system_metadata {
-            self.store.attach_instance_system_metadata(&mut hosts).await;
-        }
-        Ok(RequestHosts::States(hosts))
+            let hosts = self.cache.host_states(uuids, cell, now).await;
+            copies(hosts, candidates_by_rp, &self.store, self.system_metadata).await
+        })
     }
+}
 
+/// Copies of the host states, each with its allocation candidates.
+async fn copies<E: std::fmt::Display>(
+    hosts: Result<Vec<HostState>, E>,
+    candidates_by_rp: Option<CandidatesByProvider>,
+    store: &HostStateStore,
+    system_metadata: bool,
+) -> Result<RequestHosts, RemoteError> {
+    let mut hosts = hosts
+        .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
+    if let Some(mut index) = candidates_by_rp {
+        for h in &mut hosts {
+            // Moved, not copied: each compute node uuid names one host state.
+            h.allocation_candidates = h
+                .uuid
+                .as_ref()
+                .and_then(|u| index.remove(u))
+                .unwrap_or_default();
+        }
+    }
+    if system_metadata {
+        store.attach_instance_system_metadata(&mut hosts).await;
+    }
+    Ok(RequestHosts::States(hosts))
+}
+
+impl SchedulerManager {
     /// The decision over `hosts` (a table's rows stay with `hosts`, to be freed by
     /// the caller).
     pub(super) async fn decide<C: Claimer>(

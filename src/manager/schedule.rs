@@ -13,10 +13,12 @@ use crate::model::RequestSpec;
 use crate::placement::index::LiveIndex;
 use crate::rpc::RequestContext;
 use crate::scheduler::{ScheduleError, ScheduleOutcome, ScheduleRequest};
+use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rustc_hash::FxHashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -45,6 +47,84 @@ impl ClaimMode {
             ClaimMode::PerInstance => "per-instance",
             ClaimMode::Batched => "batched",
         }
+    }
+}
+
+/// How a request's claims are made.
+pub(super) trait ClaimPath: Send + Sync {
+    /// The index to batch this request's claims with, or `None` for nova's
+    /// per-instance claims.
+    fn batch_index<'a: 'b, 'b>(
+        &'a self,
+        instance_uuids: Option<&'b [String]>,
+    ) -> BoxFuture<'b, Option<&'a LiveIndex>>;
+    /// The index per-instance claims are recorded in, if any.
+    fn index(&self) -> Option<&LiveIndex>;
+    /// Placement refused the batched claim's microversion.
+    fn batch_unsupported(&self) {}
+}
+
+/// nova's way: `GET` + `PUT /allocations/{uuid}` per instance, during the decision.
+pub(super) struct ClaimPerInstance;
+
+impl ClaimPath for ClaimPerInstance {
+    fn batch_index<'a: 'b, 'b>(
+        &'a self,
+        _: Option<&'b [String]>,
+    ) -> BoxFuture<'b, Option<&'a LiveIndex>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    fn index(&self) -> Option<&LiveIndex> {
+        None
+    }
+}
+
+/// With the provider index: the claims recorded in the index during the decision,
+/// then one `POST /allocations` for the request, where it can be batched.
+pub(super) struct ClaimBatched {
+    pub index: Arc<LiveIndex>,
+    /// Set when Placement answered a batched claim with 406: per instance from then on.
+    pub unsupported: AtomicBool,
+}
+
+impl ClaimPath for ClaimBatched {
+    /// Batching needs new consumers: an instance that already has a consumer in
+    /// Placement (an evacuation keeps its source allocation, which nova's claim
+    /// doubles; a retried request may have claimed already) must go through nova's
+    /// `GET` + `PUT`, which reads and keeps what it holds. One read-only query of
+    /// Placement's `consumers` table tells, for all instances at once; the request
+    /// spec cannot (an evacuation looks like a boot there). When that query fails
+    /// the request is claimed per instance, which is always right.
+    fn batch_index<'a: 'b, 'b>(
+        &'a self,
+        instance_uuids: Option<&'b [String]>,
+    ) -> BoxFuture<'b, Option<&'a LiveIndex>> {
+        Box::pin(async move {
+            let uuids = instance_uuids.filter(|u| !u.is_empty())?;
+            if self.unsupported.load(Ordering::Relaxed) {
+                return None;
+            }
+            match self.index.existing_consumers(uuids).await {
+                Ok(existing) if existing.is_empty() => Some(&*self.index),
+                Ok(existing) => {
+                    debug!(consumers = ?existing, "instances already known to Placement: claims per instance");
+                    None
+                }
+                Err(e) => {
+                    warn!(error = %e, "could not read Placement's consumers; claims per instance");
+                    None
+                }
+            }
+        })
+    }
+
+    fn index(&self) -> Option<&LiveIndex> {
+        Some(&self.index)
+    }
+
+    fn batch_unsupported(&self) {
+        self.unsupported.store(true, Ordering::Relaxed);
     }
 }
 
@@ -142,7 +222,9 @@ impl SchedulerManager {
         let claiming = request.use_placement && request.instance_uuids.is_some();
         let batch_index = match (&candidates.spec_before, candidates.from_index && claiming) {
             (Some(_), true) if claims.earlier_claims.is_empty() => {
-                self.batch_index(request.instance_uuids.as_deref()).await
+                self.claim_path
+                    .batch_index(request.instance_uuids.as_deref())
+                    .await
             }
             _ => None,
         };
@@ -190,7 +272,7 @@ impl SchedulerManager {
     ) -> Result<ScheduleOutcome, ScheduleError> {
         let mut claimer = claims::PlacementClaims::new(
             &self.placement,
-            self.placement_index.as_deref(),
+            self.claim_path.index(),
             claims.project_id.clone(),
             claims.user_id.clone(),
             claims.global_request_id.clone(),
@@ -200,33 +282,6 @@ impl SchedulerManager {
         .with_deadline(claims.deadline)
         .with_earlier_claims(claims.earlier_claims.clone());
         self.decide(hosts, request, &mut claimer, rng).await
-    }
-
-    /// The index to batch this request's claims with, or `None` for nova's
-    /// per-instance claims. Batching needs new consumers: an instance that already
-    /// has a consumer in Placement (an evacuation keeps its source allocation, which
-    /// nova's claim doubles; a retried request may have claimed already) must go
-    /// through nova's `GET` + `PUT`, which reads and keeps what it holds. One
-    /// read-only query of Placement's `consumers` table tells, for all instances at
-    /// once; the request spec cannot (an evacuation looks like a boot there). When
-    /// that query fails the request is claimed per instance, which is always right.
-    async fn batch_index(&self, instance_uuids: Option<&[String]>) -> Option<&LiveIndex> {
-        let index = self.placement_index.as_deref()?;
-        let uuids = instance_uuids.filter(|u| !u.is_empty())?;
-        if self.batch_unsupported.load(Ordering::Relaxed) {
-            return None;
-        }
-        match index.existing_consumers(uuids).await {
-            Ok(existing) if existing.is_empty() => Some(index),
-            Ok(existing) => {
-                debug!(consumers = ?existing, "instances already known to Placement: claims per instance");
-                None
-            }
-            Err(e) => {
-                warn!(error = %e, "could not read Placement's consumers; claims per instance");
-                None
-            }
-        }
     }
 
     /// The decision with its claims recorded in the index, then one `POST
@@ -279,8 +334,7 @@ impl SchedulerManager {
             let fresh = candidates::allocation_candidates(
                 &mut spec_q,
                 &self.store,
-                &self.placement,
-                Some(index),
+                self.candidate_source.as_ref(),
                 &query_options,
                 &self.options.prefilters,
                 claims.global_request_id.as_deref(),
@@ -295,6 +349,7 @@ impl SchedulerManager {
             };
             let by_rp = index_by_provider(found.allocation_requests);
             match self
+                .host_state_source
                 .host_states(Some(&found.provider_uuids), cell, now, Some(by_rp))
                 .await
             {
@@ -334,6 +389,14 @@ impl SchedulerManager {
                 )
                 .await;
             claims.waited.add(posted);
+            crate::observe::metrics().claim(
+                "batched",
+                match &committed {
+                    Ok(()) => "claimed",
+                    Err(batch_claims::CommitError::Refused(_)) => "conflict",
+                    Err(_) => "failed",
+                },
+            );
             match committed {
                 Ok(()) => {
                     self.batched_claims.fetch_add(1, Ordering::Relaxed);
@@ -348,7 +411,7 @@ impl SchedulerManager {
                 }
                 Err(batch_claims::CommitError::Unsupported) => {
                     warn!("Placement refused the microversion of POST /allocations; claims per instance from now on");
-                    self.batch_unsupported.store(true, Ordering::Relaxed);
+                    self.claim_path.batch_unsupported();
                     // The refused POST wrote nothing and the claimer took its claims
                     // back out of the index: the same question, claimed nova's way.
                     let Some(fresh) = fresh_hosts().await else {

@@ -752,6 +752,30 @@ impl PlacementClient {
         body: Option<&Value>,
         global_request_id: Option<&str>,
     ) -> Result<Answer, PlacementError> {
+        let started = std::time::Instant::now();
+        let answer = self
+            .exchange(creds, method, path, microversion, body, global_request_id)
+            .await;
+        let status = answer.as_ref().ok().map(|a| a.status);
+        crate::observe::metrics().placement_request(
+            method.as_str(),
+            path,
+            status,
+            started.elapsed(),
+        );
+        answer
+    }
+
+    /// One HTTP request and its whole answer.
+    async fn exchange(
+        &self,
+        creds: &Credentials,
+        method: &Method,
+        path: &str,
+        microversion: Option<&str>,
+        body: Option<&Value>,
+        global_request_id: Option<&str>,
+    ) -> Result<Answer, PlacementError> {
         let url = format!("{}{path}", creds.endpoint);
         let mut req = self
             .http

@@ -62,6 +62,9 @@ impl LiveIndex {
     /// Loads the whole index once.
     pub async fn load(loader: IndexLoader) -> Result<Arc<Self>, IndexError> {
         let index = loader.load().await?;
+        crate::observe::metrics()
+            .index_last_refresh
+            .set(crate::observe::metrics::unix_now());
         info!(
             providers = index.providers.len(),
             "placement provider index loaded"
@@ -91,6 +94,9 @@ impl LiveIndex {
             }
             stats
         };
+        crate::observe::metrics()
+            .index_last_refresh
+            .set(crate::observe::metrics::unix_now());
         debug!(
             providers = stats.providers,
             changed = stats.changed,

@@ -113,6 +113,7 @@ impl AmqpNotificationPublisher {
                 mpsc::error::TrySendError::Full(_) => "the notification queue is full",
                 mpsc::error::TrySendError::Closed(_) => "the notifier has stopped",
             };
+            crate::observe::metrics().notifications_dropped.inc();
             warn!(event_type, reason, "notification dropped");
         }
     }
@@ -147,6 +148,7 @@ impl Worker {
                         }
                         failures += 1;
                         if self.retry >= 0 && failures > self.retry {
+                            crate::observe::metrics().notifications_dropped.inc();
                             error!(
                                 routing_key = %out.routing_key, error = %e,
                                 "Could not send notification; dropped"

@@ -9,6 +9,7 @@
 //! ever requeued by this server; a delivery stays unacked only while it is being handled,
 //! so a crash or connection loss hands it back to the broker.
 
+use crate::observe::metrics::metrics;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -166,6 +167,7 @@ impl RpcServer {
                 fanout_queue = %topo.fanout_queue, "scheduler ready"
             );
             self.ready.send_replace(true);
+            metrics().rpc_consuming.set(1);
 
             let mut events = stream::select_all(consumers.into_iter().map(consumer_events));
             let lost = loop {
@@ -199,6 +201,8 @@ impl RpcServer {
                 }
             };
             self.ready.send_replace(false);
+            metrics().rpc_consuming.set(0);
+            metrics().reconnects.inc();
             let delay = backoff.next_delay();
             warn!(reason = %lost, retry_in = ?delay, "RPC listener lost its connection; reconnecting");
             let _ = sess.connection.close(320, "reconnecting".into()).await;
@@ -210,6 +214,7 @@ impl RpcServer {
         }
 
         self.ready.send_replace(false);
+        metrics().rpc_consuming.set(0);
         shared.shutdown(session, &listener).await;
         Ok(())
     }
@@ -255,6 +260,7 @@ fn consumer_events(consumer: lapin::Consumer) -> BoxStream<'static, ConsumerEven
 
 impl Shared {
     async fn handle_delivery(self: Arc<Self>, delivery: Delivery, _permit: OwnedSemaphorePermit) {
+        let _in_flight = InFlight::enter();
         let Delivery {
             data,
             properties,
@@ -327,6 +333,7 @@ impl Shared {
             return;
         }
         if redelivered {
+            metrics().redeliveries.inc();
             info!("request was redelivered by the broker (an earlier consumer did not acknowledge it)");
         }
         let journal_id = request.unique_id.as_deref().or(request.msg_id.as_deref());
@@ -757,6 +764,22 @@ impl GoneQueues {
             }
         }
         self.entries.insert(queue.to_string(), Instant::now());
+    }
+}
+
+/// Counts a delivery in `rpc_calls_in_flight` while it is handled.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> InFlight {
+        metrics().rpc_in_flight.inc();
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics().rpc_in_flight.dec();
     }
 }
 

@@ -159,6 +159,10 @@ impl HostStateCache {
             .values()
             .map(|c| read(c).nodes.len())
             .sum();
+        let m = crate::observe::metrics();
+        m.cache_pass_seconds
+            .observe(started.elapsed().as_secs_f64());
+        m.cache_last_pass.set(crate::observe::metrics::unix_now());
         tracing::info!(
             cells = cells.len(),
             nodes,
@@ -225,6 +229,12 @@ impl HostStateCache {
             let started = Instant::now();
             let (stats, _) = tokio::join!(self.refresh(), self.store.refresh_min_compute_version());
             self.update_table(Utc::now()).await;
+            let m = crate::observe::metrics();
+            m.cache_pass_seconds
+                .observe(started.elapsed().as_secs_f64());
+            m.cache_rows_read
+                .inc_by((stats.services + stats.nodes + stats.instances) as u64);
+            m.cache_last_pass.set(crate::observe::metrics::unix_now());
             tracing::trace!(
                 services = stats.services,
                 nodes = stats.nodes,
