@@ -24,13 +24,14 @@ pub mod error;
 pub mod guards;
 pub mod host_state_cache;
 pub mod ini;
+pub mod options;
 pub mod rabbit;
 pub mod reader;
 pub mod scheduler;
 pub mod sections;
 pub mod transport_url;
 
-pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource};
+pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource, SimulateArgs};
 pub use db_url::{format_cell_url, DbUrl};
 pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
 pub use guards::GuardsSection;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! `nova-scheduler-rs`: load nova.conf, start logging, run the daemon (or `simulate`).
+//! `nova-scheduler-rs`: load nova.conf, start logging, run the daemon (or `simulate`,
+//! `config check`, `config sample`).
 
 use nova_scheduler::config::{self, Command};
 use nova_scheduler::{app, simulate, telemetry};
@@ -9,35 +10,32 @@ use std::process::ExitCode;
 const EX_USAGE: u8 = 64;
 
 fn main() -> ExitCode {
-    let cli = match config::parse_cli_args(std::env::args().skip(1)) {
+    let cli = match config::parse_cli_args(std::env::args_os().skip(1)) {
         Ok(cli) => cli,
         Err(e) => {
-            eprintln!("{e}\n{}", config::cli::USAGE);
-            return ExitCode::from(EX_USAGE);
+            // `--help` and `--version` print to stdout and succeed; a bad command line
+            // prints clap's one error with the usage to stderr.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(EX_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
-    if cli.help {
-        println!("{}\n\n  run       serve nova's scheduler RPC topic (default)\n  simulate  decide on an embedded demo cloud: [--hosts N] [--requests N] [--instances N] [--seed N]", config::cli::USAGE);
-        return ExitCode::SUCCESS;
-    }
-    if cli.version {
-        println!("nova-scheduler-rs {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
     match cli.command {
-        Command::Simulate => {
+        Command::Simulate(ref args) => {
             let Some(runtime) = runtime(None) else {
                 return ExitCode::FAILURE;
             };
-            let opts = match simulate::SimulateOptions::from_args(&cli.command_args) {
-                Ok(o) => o,
-                Err(e) => {
-                    eprintln!("simulate: {e}");
-                    return ExitCode::from(EX_USAGE);
-                }
-            };
+            let opts = simulate::SimulateOptions::from_cli(args);
             telemetry::init(cli.debug.unwrap_or(false));
             ExitCode::from(runtime.block_on(simulate::run(opts)) as u8)
+        }
+        Command::ConfigCheck => config_check(&cli),
+        Command::ConfigSample => {
+            print!("{}", config::options::sample());
+            ExitCode::SUCCESS
         }
         Command::Run => {
             let config = match config::load_from_cli(&cli) {
@@ -70,6 +68,36 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `config check`: loads the configuration as `run` does and starts nothing. Every bad
+/// value is printed (exit 64); otherwise each warning `run` would log, and one line
+/// naming the files read.
+fn config_check(cli: &config::CliArgs) -> ExitCode {
+    let config = match config::load_from_cli(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("Invalid configuration:\n{e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let warnings = config.warnings();
+    for warning in &warnings {
+        println!("warning: {warning}");
+    }
+    let files = config.files();
+    let read = match files.len() {
+        0 => "no file read: every option has its default".to_string(),
+        1 => format!("1 file read ({})", files[0]),
+        n => format!("{n} files read ({})", files.join(", ")),
+    };
+    let warned = match warnings.len() {
+        0 => String::new(),
+        1 => ", 1 warning".to_string(),
+        n => format!(", {n} warnings"),
+    };
+    println!("configuration OK: {read}{warned}");
+    ExitCode::SUCCESS
 }
 
 /// The async runtime. nova-scheduler runs `[scheduler] workers` processes (unset or

@@ -38,24 +38,18 @@ impl Default for SimulateOptions {
 }
 
 impl SimulateOptions {
-    /// Parses `--hosts N --requests N --instances N --seed N`.
-    pub fn from_args(args: &[String]) -> Result<Self, String> {
-        let mut o = SimulateOptions::default();
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-            let n: u64 = value
-                .parse()
-                .map_err(|_| format!("{flag}: {value:?} is not a number"))?;
-            match flag.as_str() {
-                "--hosts" => o.hosts = n.max(1) as usize,
-                "--requests" => o.requests = n as usize,
-                "--instances" => o.instances_per_request = n.max(1) as usize,
-                "--seed" => o.seed = n,
-                other => return Err(format!("unknown simulate option {other}")),
-            }
+    /// The options of `nova-scheduler-rs simulate --hosts N --requests N --instances N
+    /// --seed N`: the defaults where unset; at least one host and one instance.
+    pub fn from_cli(args: &crate::config::SimulateArgs) -> Self {
+        let d = SimulateOptions::default();
+        SimulateOptions {
+            hosts: args.hosts.map_or(d.hosts, |n| n.max(1) as usize),
+            requests: args.requests.map_or(d.requests, |n| n as usize),
+            instances_per_request: args
+                .instances
+                .map_or(d.instances_per_request, |n| n.max(1) as usize),
+            seed: args.seed.unwrap_or(d.seed),
         }
-        Ok(o)
     }
 }
 

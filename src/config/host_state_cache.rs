@@ -103,9 +103,13 @@ impl HostStateCacheSection {
             ),
             indexed_decision: r.bool("indexed_decision", d.indexed_decision),
             read_allocations_ahead: r.bool("read_allocations_ahead", d.read_allocations_ahead),
-            http_listen: r
-                .convert("http_listen", parse_listen)
-                .unwrap_or(d.http_listen),
+            http_listen: {
+                let text = r.string("http_listen", "");
+                parse_listen(&text).unwrap_or_else(|reason| {
+                    r.reject("http_listen", reason);
+                    d.http_listen
+                })
+            },
         }
     }
 }

@@ -13,12 +13,59 @@
 //! - MultiString: every value of every file, each kept whole; no value keeps the default.
 //!
 //! Every value goes through template substitution (`$name`, `$$`) before conversion.
+//!
+//! [`record_lookups`] lists what the sections ask the reader for (each option's group,
+//! name, type, default, bounds, choices, deprecated names): the option table of
+//! [`super::options`] is checked against it, so the table cannot drift from the reader.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::error::{BadValue, ConfigError, ValueSource, MASK};
 use super::ini::RawConfig;
+use super::options::Kind;
 use crate::py;
+
+/// What the sections asked the reader about one option (see [`record_lookups`]). Type,
+/// default and bounds are written as the sample shows them; `None` where the section
+/// converts or defaults the value itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lookup {
+    /// Group.
+    pub group: String,
+    /// Option name.
+    pub name: String,
+    /// Type, when read through a typed method.
+    pub kind: Option<Kind>,
+    /// Default, when the reader was given one.
+    pub default: Option<String>,
+    /// Lower bound.
+    pub min: Option<String>,
+    /// Upper bound.
+    pub max: Option<String>,
+    /// Allowed values (empty: any).
+    pub choices: Vec<String>,
+    /// Deprecated `(group, name)`s also read.
+    pub deprecated: Vec<(String, String)>,
+}
+
+thread_local! {
+    static LOOKUPS: RefCell<Option<Vec<Lookup>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` and returns, with its result, every option the reader was asked for on this
+/// thread meanwhile, in the order first asked.
+pub fn record_lookups<T>(f: impl FnOnce() -> T) -> (T, Vec<Lookup>) {
+    let outer = LOOKUPS.with(|l| l.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let lookups = LOOKUPS.with(|l| std::mem::replace(&mut *l.borrow_mut(), outer));
+    (out, lookups.unwrap_or_default())
+}
+
+/// A float as Python's `repr` writes the values nova uses (`1.0`, `0.05`, `1000000.0`).
+fn float_text(v: f64) -> String {
+    format!("{v:?}")
+}
 
 /// Parses an oslo Boolean.
 pub fn parse_bool(text: &str) -> Result<bool, String> {
@@ -145,10 +192,73 @@ impl<'a> Reader<'a> {
 
     /// Declares a deprecated name (`old_group`, `old_name`) of `option`.
     pub fn alias(&mut self, option: &'static str, old_group: &'a str, old_name: &'a str) {
+        let old = (old_group.to_string(), old_name.to_string());
+        self.note(
+            option,
+            Lookup {
+                deprecated: vec![old],
+                ..Lookup::default()
+            },
+        );
         self.aliases
             .entry(option)
             .or_default()
             .push((old_group, old_name));
+    }
+
+    /// Records what is asked about `option` while [`record_lookups`] runs: fields
+    /// already known stay, unknown ones are filled from `what`.
+    fn note(&self, option: &str, what: Lookup) {
+        LOOKUPS.with(|l| {
+            let mut l = l.borrow_mut();
+            let Some(list) = l.as_mut() else { return };
+            let i = match list
+                .iter()
+                .position(|e| e.group == self.group && e.name == option)
+            {
+                Some(i) => i,
+                None => {
+                    list.push(Lookup {
+                        group: self.group.to_string(),
+                        name: option.to_string(),
+                        ..Lookup::default()
+                    });
+                    list.len() - 1
+                }
+            };
+            let e = &mut list[i];
+            e.kind = e.kind.or(what.kind);
+            e.default = e.default.take().or(what.default);
+            e.min = e.min.take().or(what.min);
+            e.max = e.max.take().or(what.max);
+            if e.choices.is_empty() {
+                e.choices = what.choices;
+            }
+            for d in what.deprecated {
+                if !e.deprecated.contains(&d) {
+                    e.deprecated.push(d);
+                }
+            }
+        });
+    }
+
+    /// [`Self::note`] of a type, default and bounds.
+    fn note_typed(
+        &self,
+        option: &str,
+        kind: Kind,
+        default: Option<String>,
+        min: Option<String>,
+        max: Option<String>,
+    ) {
+        let what = Lookup {
+            kind: Some(kind),
+            default,
+            min,
+            max,
+            ..Lookup::default()
+        };
+        self.note(option, what);
     }
 
     fn names(&self, option: &'static str) -> Vec<(&'a str, &'a str)> {
@@ -160,6 +270,7 @@ impl<'a> Reader<'a> {
     }
 
     fn lookup(&mut self, option: &'static str) -> Option<Found> {
+        self.note(option, Lookup::default());
         if let Some(text) = self.overrides.and_then(|o| o.get(option)) {
             return Some(Found {
                 text: text.clone(),
@@ -217,11 +328,13 @@ impl<'a> Reader<'a> {
 
     /// A string option; `None` when unset.
     pub fn opt_string(&mut self, option: &'static str) -> Option<String> {
+        self.note_typed(option, Kind::String, None, None, None);
         self.lookup(option).map(|f| f.text)
     }
 
     /// A string option with a default.
     pub fn string(&mut self, option: &'static str, default: &str) -> String {
+        self.note_typed(option, Kind::String, Some(default.into()), None, None);
         self.opt_string(option)
             .unwrap_or_else(|| default.to_string())
     }
@@ -234,6 +347,7 @@ impl<'a> Reader<'a> {
         choices: &[&str],
         ignore_case: bool,
     ) -> String {
+        self.note_typed(option, Kind::String, Some(default.into()), None, None);
         self.opt_choice(option, choices, ignore_case)
             .unwrap_or_else(|| default.to_string())
     }
@@ -245,11 +359,20 @@ impl<'a> Reader<'a> {
         choices: &[&str],
         ignore_case: bool,
     ) -> Option<String> {
+        self.note(
+            option,
+            Lookup {
+                kind: Some(Kind::String),
+                choices: choices.iter().map(|c| c.to_string()).collect(),
+                ..Lookup::default()
+            },
+        );
         self.convert(option, |t| check_choice(t, choices, ignore_case))
     }
 
     /// A Boolean option.
     pub fn bool(&mut self, option: &'static str, default: bool) -> bool {
+        self.note_typed(option, Kind::Bool, Some(default.to_string()), None, None);
         self.convert(option, parse_bool).unwrap_or(default)
     }
 
@@ -260,6 +383,8 @@ impl<'a> Reader<'a> {
         min: Option<i64>,
         max: Option<i64>,
     ) -> Option<T> {
+        let text = |v: Option<i64>| v.map(|v| v.to_string());
+        self.note_typed(option, Kind::Int, None, text(min), text(max));
         self.convert(option, |t| match parse_int(t)? {
             None => Ok(None),
             Some(v) => {
@@ -273,13 +398,14 @@ impl<'a> Reader<'a> {
     }
 
     /// An Integer option with a default and bounds.
-    pub fn int<T: TryFrom<i64>>(
+    pub fn int<T: TryFrom<i64> + std::fmt::Display>(
         &mut self,
         option: &'static str,
         default: T,
         min: Option<i64>,
         max: Option<i64>,
     ) -> T {
+        self.note_typed(option, Kind::Int, Some(default.to_string()), None, None);
         self.opt_int(option, min, max).unwrap_or(default)
     }
 
@@ -290,6 +416,8 @@ impl<'a> Reader<'a> {
         min: Option<f64>,
         max: Option<f64>,
     ) -> Option<f64> {
+        let text = |v: Option<f64>| v.map(float_text);
+        self.note_typed(option, Kind::Float, None, text(min), text(max));
         self.convert(option, |t| match parse_float(t)? {
             None => Ok(None),
             Some(v) => check_range(v, min, max).map(Some),
@@ -305,11 +433,13 @@ impl<'a> Reader<'a> {
         min: Option<f64>,
         max: Option<f64>,
     ) -> f64 {
+        self.note_typed(option, Kind::Float, Some(float_text(default)), None, None);
         self.opt_float(option, min, max).unwrap_or(default)
     }
 
     /// A List option.
     pub fn list(&mut self, option: &'static str, default: &[&str]) -> Vec<String> {
+        self.note_typed(option, Kind::List, Some(default.join(",")), None, None);
         self.lookup(option)
             .map(|f| parse_list(&f.text))
             .unwrap_or_else(|| default.iter().map(|s| s.to_string()).collect())
@@ -318,6 +448,7 @@ impl<'a> Reader<'a> {
     /// A MultiString option: every value of every file (a transport URL query value, which
     /// joins repeats with `,`, counts as one value).
     pub fn multi(&mut self, option: &'static str, default: &[&str]) -> Vec<String> {
+        self.note_typed(option, Kind::Multi, Some(default.join(",")), None, None);
         if let Some(text) = self.overrides.and_then(|o| o.get(option)) {
             return vec![text.clone()];
         }

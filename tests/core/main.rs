@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The decision core against its reference (`indexed_core`, `incremental_core`, on random
-//! clouds) and the weighers that need a database or the daemon (`weigher_instance_images`,
-//! `weigher_pack_spread`). One test binary; each file below is a module, and the fixtures
-//! of `tests/common/` are compiled once, at this crate's root.
+//! clouds), the binary's command line (`cli`), and the weighers that need a database or
+//! the daemon (`weigher_instance_images`, `weigher_pack_spread`). One test binary; each
+//! file below is a module, and the fixtures of `tests/common/` are compiled once, at
+//! this crate's root.
 //!
 //! Run one file's tests with a name filter, e.g.
 //! `cargo test --release --test core indexed_core`.
@@ -22,6 +23,7 @@ mod random_core;
 #[path = "../common/venv.rs"]
 mod venv;
 
+mod cli;
 mod incremental_core;
 mod indexed_core;
 mod weigher_instance_images;
