@@ -3,7 +3,8 @@
 //!
 //! - [`ini`]: oslo's INI dialect and the store of every value with its file and line.
 //! - [`reader`]: oslo's option types (Boolean, Integer, Float, List, MultiString).
-//! - [`sections`], [`scheduler`], [`rabbit`]: one struct per group the scheduler reads.
+//! - [`sections`], [`scheduler`], [`rabbit`]: one struct per group the scheduler reads;
+//!   [`logging`]: oslo.log's options in `[DEFAULT]`.
 //! - [`transport_url`]: `[DEFAULT] transport_url` → broker addresses.
 //! - [`db_url`]: SQLAlchemy URLs → sqlx URLs, and cell-mapping URL templates.
 //! - [`cli`]: the command line and oslo's default file search.
