@@ -1644,7 +1644,11 @@ async fn oslo_log_json_file_and_sighup_debug_without_a_restart() {
     let mut daemon = rig.start(&["--log-file", &log.to_string_lossy(), "--use-json"], &log);
     let mut client = TestClient::on(&rig.amqp).await;
     let reply = rig.call(&mut client).await;
-    assert_ne!(reply.inner["failure"], Value::Null, "Placement is unreachable");
+    assert_ne!(
+        reply.inner["failure"],
+        Value::Null,
+        "Placement is unreachable"
+    );
     let lines = json_lines(&log);
     let of_call: Vec<&Value> = lines
         .iter()
@@ -1704,7 +1708,11 @@ async fn oslo_log_json_file_and_sighup_debug_without_a_restart() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let mark = json_lines(&log).len();
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(heartbeats_after(mark), 0, "debug = false again after SIGHUP");
+    assert_eq!(
+        heartbeats_after(mark),
+        0,
+        "debug = false again after SIGHUP"
+    );
     assert!(
         daemon.child.try_wait().unwrap().is_none(),
         "the same process throughout"

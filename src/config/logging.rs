@@ -380,7 +380,10 @@ mod tests {
     #[test]
     fn unhonoured_flags_are_named() {
         let w = cli_warnings(&[
-            ("log-config-append".into(), Some("/etc/nova/logging.conf".into())),
+            (
+                "log-config-append".into(),
+                Some("/etc/nova/logging.conf".into()),
+            ),
             ("use-json".into(), None),
             ("use-eventlog".into(), None),
         ]);

@@ -116,7 +116,9 @@ mod tests {
         ] {
             assert!(d.contains(&want.to_string()), "{want}: {d:?}");
         }
-        assert!(!d.iter().any(|x| x.starts_with("boto") || x.contains("dogpile")));
+        assert!(!d
+            .iter()
+            .any(|x| x.starts_with("boto") || x.contains("dogpile")));
         assert_eq!(directives(true, &[])[0], "debug");
     }
 

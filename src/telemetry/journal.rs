@@ -42,9 +42,7 @@ impl Visit for RequestIds {
         let value = (value != "-" && !value.is_empty()).then(|| value.to_string());
         match field.name() {
             "request_id" => self.request_id = value.or(self.request_id.take()),
-            "global_request_id" => {
-                self.global_request_id = value.or(self.global_request_id.take())
-            }
+            "global_request_id" => self.global_request_id = value.or(self.global_request_id.take()),
             _ => {}
         }
     }
@@ -141,7 +139,11 @@ impl JournalLayer {
             self.facility.to_string().as_bytes(),
         );
         put_field(&mut buf, "LOGGER_NAME", meta.target().as_bytes());
-        put_field(&mut buf, "LOGGER_LEVEL", level_name(meta.level()).0.as_bytes());
+        put_field(
+            &mut buf,
+            "LOGGER_LEVEL",
+            level_name(meta.level()).0.as_bytes(),
+        );
         if let Some(file) = meta.file() {
             put_field(&mut buf, "CODE_FILE", file.as_bytes());
         }

@@ -201,8 +201,7 @@ where
             for span in scope.from_root() {
                 let ext = span.extensions();
                 if let Some(stored) = ext.get::<FormattedFields<JsonFields>>() {
-                    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&stored.fields)
-                    {
+                    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&stored.fields) {
                         span_fields.extend(map);
                     }
                 }

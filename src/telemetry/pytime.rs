@@ -109,7 +109,10 @@ mod tests {
     fn oslo_default_and_common_formats() {
         assert_eq!(render("%Y-%m-%d %H:%M:%S"), "2024-03-07 09:05:02");
         assert_eq!(render("%d/%b/%Y:%H:%M:%S"), "07/Mar/2024:09:05:02");
-        assert_eq!(render("%y%m%d %I%p %j %a %A %B"), "240307 09AM 067 Thu Thursday March");
+        assert_eq!(
+            render("%y%m%d %I%p %j %a %A %B"),
+            "240307 09AM 067 Thu Thursday March"
+        );
         assert_eq!(render("%H:%M:%S.%f"), "09:05:02.123456");
         assert_eq!(render("%-d.%-m. %e"), "7.3.  7");
         assert_eq!(render("%F %T"), "2024-03-07 09:05:02");

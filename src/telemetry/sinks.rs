@@ -135,7 +135,13 @@ impl SyslogSink {
     }
 
     fn send(&self, level: &Level, line: &[u8]) -> io::Result<()> {
-        let frame = syslog_frame(self.facility, level, &self.ident, chrono::Local::now(), line);
+        let frame = syslog_frame(
+            self.facility,
+            level,
+            &self.ident,
+            chrono::Local::now(),
+            line,
+        );
         match self.socket.send(&frame) {
             Ok(_) => Ok(()),
             // syslogd restarted: its socket is new.
@@ -297,7 +303,10 @@ mod tests {
         sink.write_line(b"one\n").unwrap();
         std::fs::rename(&path, dir.join("s.log.1")).unwrap();
         sink.write_line(b"two\n").unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join("s.log.1")).unwrap(), "one\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("s.log.1")).unwrap(),
+            "one\n"
+        );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "two\n");
         sink.reopen().unwrap();
         sink.write_line(b"three\n").unwrap();
