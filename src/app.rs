@@ -434,8 +434,9 @@ async fn discover_hosts_periodically(
     }
 }
 
-/// SIGHUP: nova's `reset()` re-reads the cell mappings; the cache then re-reads
-/// every cell and the aggregates.
+/// SIGHUP: the logging options are applied again ([`crate::telemetry::reload`]);
+/// nova's `reset()` re-reads the cell mappings; the cache then re-reads every cell
+/// and the aggregates.
 async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStateCache>>) {
     #[cfg(unix)]
     {
@@ -445,6 +446,9 @@ async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStat
             return;
         };
         while hup.recv().await.is_some() {
+            // oslo.log's mutable options (debug, default_log_levels); the log file is
+            // reopened.
+            crate::telemetry::reload();
             info!("SIGHUP: reloading cell mappings and host states");
             match &cache {
                 Some(cache) => cache.reset().await,

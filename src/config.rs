@@ -3,7 +3,8 @@
 //!
 //! - [`ini`]: oslo's INI dialect and the store of every value with its file and line.
 //! - [`reader`]: oslo's option types (Boolean, Integer, Float, List, MultiString).
-//! - [`sections`], [`scheduler`], [`rabbit`]: one struct per group the scheduler reads.
+//! - [`sections`], [`scheduler`], [`rabbit`]: one struct per group the scheduler reads;
+//!   [`logging`]: oslo.log's options in `[DEFAULT]`.
 //! - [`transport_url`]: `[DEFAULT] transport_url` → broker addresses.
 //! - [`db_url`]: SQLAlchemy URLs → sqlx URLs, and cell-mapping URL templates.
 //! - [`cli`]: the command line and oslo's default file search.
@@ -24,6 +25,7 @@ pub mod error;
 pub mod guards;
 pub mod host_state_cache;
 pub mod ini;
+pub mod logging;
 pub mod options;
 pub mod rabbit;
 pub mod reader;
@@ -37,6 +39,7 @@ pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
 pub use guards::GuardsSection;
 pub use host_state_cache::HostStateCacheSection;
 pub use ini::{RawConfig, RawValue};
+pub use logging::LogSection;
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};
 pub use scheduler::{FilterSchedulerSection, MetricsSection, SchedulerSection};
 pub use sections::{
@@ -50,6 +53,9 @@ pub use transport_url::{BrokerAddress, TransportUrl};
 pub struct Config {
     /// `[DEFAULT]`.
     pub default: DefaultSection,
+    /// oslo.log's options in `[DEFAULT]` (besides `debug`), with the command line's
+    /// overrides when loaded by [`load_from_cli`].
+    pub log: LogSection,
     /// `[DEFAULT] transport_url`, parsed.
     pub transport: TransportUrl,
     /// `[oslo_messaging_rabbit]`, with the transport URL's query overrides applied.
@@ -120,12 +126,14 @@ pub fn load(config_files: &[PathBuf], config_dirs: &[PathBuf]) -> Result<Config,
 }
 
 /// Loads what a command line names, with oslo's defaults (`/etc/nova/nova.conf`, ...) when
-/// it names no file, and applies `--debug`/`--nodebug`.
+/// it names no file, and applies `--debug`/`--nodebug` and oslo.log's other flags
+/// (`--log-file`, `--use-json`, ...), which win over the files.
 pub fn load_from_cli(cli: &CliArgs) -> Result<Config, ConfigError> {
     let mut config = load_sources(&cli.effective_sources())?;
     if let Some(debug) = cli.debug {
         config.default.debug = debug;
     }
+    config.log.apply_cli(&cli.log_options)?;
     Ok(config)
 }
 
@@ -252,16 +260,20 @@ fn parse_database_url(
 /// what the daemon does instead). Each one set in the files is named in a warning
 /// at startup, so that an operator never believes it took effect.
 pub const NOT_HONOURED: &[(&str, &str, &str)] = &[
-    ("DEFAULT", "log_file", LOGS_TO_STDERR),
-    ("DEFAULT", "log_dir", LOGS_TO_STDERR),
-    ("DEFAULT", "use_json", LOGS_TO_STDERR),
-    ("DEFAULT", "use_journal", LOGS_TO_STDERR),
-    ("DEFAULT", "use_syslog", LOGS_TO_STDERR),
-    ("DEFAULT", "syslog_log_facility", LOGS_TO_STDERR),
-    ("DEFAULT", "log_config_append", LOGS_TO_STDERR),
-    ("DEFAULT", "log_date_format", LOGS_TO_STDERR),
-    ("DEFAULT", "default_log_levels", LOGS_TO_STDERR),
-    ("DEFAULT", "watch_log_file", LOGS_TO_STDERR),
+    (
+        "DEFAULT",
+        "log_config_append",
+        "Python logging configuration files are not read; the other oslo.log options apply",
+    ),
+    ("DEFAULT", "log_rotation_type", NO_ROTATION),
+    ("DEFAULT", "log_rotate_interval", NO_ROTATION),
+    ("DEFAULT", "log_rotate_interval_type", NO_ROTATION),
+    ("DEFAULT", "max_logfile_count", NO_ROTATION),
+    ("DEFAULT", "max_logfile_size_mb", NO_ROTATION),
+    ("DEFAULT", "logging_context_format_string", OWN_LAYOUT),
+    ("DEFAULT", "logging_default_format_string", OWN_LAYOUT),
+    ("DEFAULT", "logging_debug_format_suffix", OWN_LAYOUT),
+    ("DEFAULT", "logging_exception_prefix", OWN_LAYOUT),
     (
         "DEFAULT",
         "manager_shutdown_timeout",
@@ -272,8 +284,10 @@ pub const NOT_HONOURED: &[(&str, &str, &str)] = &[
     ("placement_database", "max_pool_size", POOLS_FIXED),
 ];
 
-const LOGS_TO_STDERR: &str = "logs go to stderr as text (the service manager keeps \
-     them); RUST_LOG or [DEFAULT] debug sets the level";
+const NO_ROTATION: &str = "the daemon does not rotate its log file: rotate it with \
+     logrotate (the file is reopened when it is moved, and on SIGHUP)";
+const OWN_LAYOUT: &str = "text lines have the daemon's own layout (use_json gives oslo's \
+     JSON keys)";
 const POOLS_FIXED: &str = "the daemon sizes its pools itself (20 connections \
      per cell database, 5 for the API database, 2 for the others)";
 
@@ -282,6 +296,7 @@ impl Config {
     /// reading them, reported together with any bad value.
     pub fn from_raw(raw: RawConfig, mut errors: Vec<ConfigError>) -> Result<Config, ConfigError> {
         let default = DefaultSection::read(&raw, &mut errors);
+        let log = LogSection::read(&raw, &mut errors);
         let url = default.transport_url.expose();
         let transport = TransportUrl::parse(url).unwrap_or_else(|reason| {
             errors.push(url_error(&raw, "DEFAULT", "transport_url", url, reason));
@@ -324,6 +339,7 @@ impl Config {
             guards: GuardsSection::read(&raw, &mut errors),
             pci: PciSection::read(&raw, &mut errors),
             default,
+            log,
             transport,
             oslo_messaging_rabbit,
             database,

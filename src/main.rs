@@ -45,11 +45,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(EX_USAGE);
                 }
             };
-            telemetry::init(config.default.debug);
-            for (name, _) in &cli.log_options {
-                tracing::warn!(
-                    "option --{name} is accepted but not honoured: logs go to stderr as text"
-                );
+            telemetry::init_from_config(&config, &cli);
+            for warning in config::logging::cli_warnings(&cli.log_options) {
+                tracing::warn!("{warning}");
             }
             let Some(runtime) = runtime(config.scheduler.workers) else {
                 return ExitCode::FAILURE;

@@ -21,6 +21,10 @@
 //!    claim was committed when the daemon was killed is decided again (guard off)
 //!    onto another host without keeping the first claim; a reply to a vanished queue
 //!    is logged once; SIGTERM is honoured within `graceful_shutdown_timeout`.
+//! 4. Logging as oslo.log's options say (RabbitMQ and the nova schema only, no
+//!    Placement): `--log-file PATH --use-json` writes one JSON object per line with
+//!    oslo's keys and the call's request id; `debug` rewritten in the file and a
+//!    SIGHUP turn debug lines on and off without a restart.
 
 #[path = "common/amqp_client.rs"]
 mod amqp_client;
@@ -1705,4 +1709,234 @@ async fn metrics_health_and_readiness_over_http() {
     );
     drop(daemon);
     rig.finish().await;
+}
+
+/// The daemon's JSON log (oslo.log's `--log-file PATH --use-json`) and SIGHUP's
+/// `debug`: Placement is unreachable and there is no compute host, so the calls
+/// fail, which is all this needs (RabbitMQ and the nova schema only).
+struct LogRig {
+    dir: std::path::PathBuf,
+    conf: std::path::PathBuf,
+    vhost: String,
+    amqp: String,
+    text: String,
+}
+
+impl LogRig {
+    async fn new(name: &str) -> LogRig {
+        let venv = venv::find();
+        let prefix = nova_schema::tagged(&format!("nsrs_log_{name}"));
+        nova_schema::create_from_template(&venv, &prefix, &["cell1"])
+            .await
+            .unwrap_or_else(|e| panic!("nova schema: {e}"));
+        let vhost = nova_schema::tagged(&format!("nsrs_log_{name}"));
+        let _ = Command::new("rabbitmqctl")
+            .args(["delete_vhost", &vhost])
+            .output();
+        let transport = own_vhost(&vhost);
+        let amqp = format!("amqp://guest:guest@127.0.0.1:5672/{vhost}");
+        let dir = std::env::temp_dir().join(format!("nsrs-log-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = format!(
+            "[DEFAULT]\ntransport_url = {transport}\nhost = nsrs-log-{name}\n\
+             report_interval = 1\ngraceful_shutdown_timeout = 1\ndebug = false\n\
+             [database]\nconnection = {cell0}\n[api_database]\nconnection = {api}\n\
+             [scheduler]\nworkers = 1\ndiscover_hosts_in_cells_interval = -1\n\
+             [nova_scheduler_rs]\nstate_dir = {state}\n\
+             [placement]\nauth_type = admin_token\ntoken = admin\n\
+             endpoint = http://127.0.0.1:9/\nendpoint_override = http://127.0.0.1:9/\n",
+            cell0 = nova_schema::sqla_url(&format!("{prefix}_cell0")),
+            api = nova_schema::sqla_url(&format!("{prefix}_api")),
+            state = dir.join("state").display(),
+        );
+        let conf = dir.join("nova.conf");
+        std::fs::write(&conf, &text).unwrap();
+        LogRig {
+            dir,
+            conf,
+            vhost,
+            amqp,
+            text,
+        }
+    }
+
+    fn set_debug(&self, debug: bool) {
+        let text = self
+            .text
+            .replace("debug = false", &format!("debug = {debug}"));
+        std::fs::write(&self.conf, text).unwrap();
+    }
+
+    /// The daemon with `args` after `--config-file`; its stderr and stdout go to
+    /// `stderr.log`; [`Daemon::log`] is `log` (what `wait_ready` reads).
+    fn start(&self, args: &[&str], log: &Path) -> Daemon {
+        let out = std::fs::File::create(self.dir.join("stderr.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
+            .arg("--config-file")
+            .arg(&self.conf)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start the daemon");
+        let daemon = Daemon {
+            child,
+            log: log.to_path_buf(),
+        };
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// A select_destinations call (request id `req-test-1234`); its reply.
+    async fn call(&self, client: &mut TestClient) -> amqp_client::Reply {
+        let uuids = vec![uuid()];
+        let spec = claims_cloud::envelope(
+            "RequestSpec",
+            "1.14",
+            json!({
+                "instance_uuid": uuids[0], "num_instances": 1,
+                "project_id": "p1", "user_id": "u1", "availability_zone": null,
+                "is_bfv": false,
+                "flavor": claims_cloud::envelope("Flavor", "1.2", json!({
+                    "id": 7, "flavorid": "f7", "name": "m1.test", "vcpus": 1,
+                    "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0,
+                    "extra_specs": {},
+                })),
+                "image": claims_cloud::envelope("ImageMeta", "1.8", json!({
+                    "name": "cirros",
+                    "properties": claims_cloud::envelope("ImageMetaProps", "1.44", json!({})),
+                })),
+            }),
+        );
+        let args = json!({
+            "spec_obj": spec, "instance_uuids": uuids,
+            "return_objects": true, "return_alternates": true,
+        });
+        client
+            .call("nova", "scheduler", "select_destinations", args, "4.5")
+            .await
+    }
+
+    fn hup(daemon: &Daemon) {
+        assert!(Command::new("kill")
+            .args(["-HUP", &daemon.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    fn finish(self) {
+        rabbitmqctl(&["delete_vhost", &self.vhost]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The JSON lines of a log file, each checked to be an object with oslo's keys.
+fn json_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{text}"));
+            for key in ["levelname", "name", "message", "asctime", "process"] {
+                assert!(v.get(key).is_some(), "no {key:?} in {line}");
+            }
+            v
+        })
+        .collect()
+}
+
+/// `--log-file PATH --use-json`: every line of the file is a JSON object with
+/// oslo's keys, the call's lines carry its request id in `context`, and nothing
+/// goes to stderr. `debug = true` written to the file and a SIGHUP turn debug lines
+/// on without a restart (the heartbeat's, every second here); `debug = false` and a
+/// second SIGHUP turn them off again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oslo_log_json_file_and_sighup_debug_without_a_restart() {
+    let rig = LogRig::new("json").await;
+    let log = rig.dir.join("scheduler.json.log");
+    let mut daemon = rig.start(&["--log-file", &log.to_string_lossy(), "--use-json"], &log);
+    let mut client = TestClient::on(&rig.amqp).await;
+    let reply = rig.call(&mut client).await;
+    assert_ne!(
+        reply.inner["failure"],
+        Value::Null,
+        "Placement is unreachable"
+    );
+    let lines = json_lines(&log);
+    let of_call: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["context"]["request_id"] == "req-test-1234")
+        .collect();
+    assert!(
+        of_call.iter().any(|l| l["message"]
+            .as_str()
+            .unwrap()
+            .contains("No valid host was found")),
+        "{lines:#?}"
+    );
+    assert!(of_call
+        .iter()
+        .all(|l| l["extra"]["method"] == "select_destinations"));
+    assert!(lines.iter().any(|l| l["levelname"] == "INFO"));
+    assert!(
+        !lines.iter().any(|l| l["levelname"] == "DEBUG"),
+        "debug = false: {lines:#?}"
+    );
+
+    let heartbeats_after = |from: usize| {
+        json_lines(&log)[from..]
+            .iter()
+            .filter(|l| l["levelname"] == "DEBUG" && l["message"] == "service heartbeat")
+            .count()
+    };
+    rig.set_debug(true);
+    LogRig::hup(&daemon);
+    wait_until("debug lines after SIGHUP", 15, || heartbeats_after(0) >= 2).await;
+    let reloaded = json_lines(&log)
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("SIGHUP: log levels reloaded")
+        })
+        .count();
+    assert_eq!(reloaded, 1);
+
+    rig.set_debug(false);
+    LogRig::hup(&daemon);
+    wait_until("the second reload", 15, || {
+        json_lines(&log)
+            .iter()
+            .filter(|l| {
+                l["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("SIGHUP: log levels reloaded")
+            })
+            .count()
+            == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mark = json_lines(&log).len();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        heartbeats_after(mark),
+        0,
+        "debug = false again after SIGHUP"
+    );
+    assert!(
+        daemon.child.try_wait().unwrap().is_none(),
+        "the same process throughout"
+    );
+    let stderr = std::fs::read_to_string(rig.dir.join("stderr.log")).unwrap();
+    assert!(stderr.trim().is_empty(), "lines went to stderr:\n{stderr}");
+    json_lines(&log);
+    drop(daemon);
+    rig.finish();
 }

@@ -799,15 +799,15 @@ fn pci_alias_is_multi_valued_with_its_old_name() {
 #[test]
 fn options_nova_acts_on_and_the_daemon_does_not_are_named_at_startup() {
     let c = from_ini_str(
-        "[DEFAULT]\nlog_file = /var/log/nova/nova-scheduler.log\nuse_json = true\n\
+        "[DEFAULT]\nlog_config_append = /etc/nova/logging.conf\nmax_logfile_count = 3\n\
          periodic_enable = false\n[database]\nmax_pool_size = 50\n",
     )
     .unwrap();
     let warnings = c.not_honoured();
     assert_eq!(warnings.len(), 4, "{warnings:#?}");
     for option in [
-        "[DEFAULT] log_file",
-        "[DEFAULT] use_json",
+        "[DEFAULT] log_config_append",
+        "[DEFAULT] max_logfile_count",
         "[DEFAULT] periodic_enable = false",
         "[database] max_pool_size",
     ] {
@@ -821,11 +821,30 @@ fn options_nova_acts_on_and_the_daemon_does_not_are_named_at_startup() {
     assert!(c
         .warnings()
         .iter()
-        .any(|w| w.contains("[DEFAULT] log_file")));
+        .any(|w| w.contains("[DEFAULT] log_config_append")));
     assert!(from_ini_str("[DEFAULT]\nperiodic_enable = true\n")
         .unwrap()
         .not_honoured()
         .is_empty());
+}
+
+#[test]
+fn oslo_log_options_are_honoured_not_warned_about() {
+    let c = from_ini_str(
+        "[DEFAULT]\nlog_file = nova-scheduler.log\nlog_dir = /var/log/nova\nuse_json = true\n\
+         use_journal = true\nuse_syslog = true\nsyslog_log_facility = LOG_LOCAL0\n\
+         log_date_format = %H:%M:%S\ndefault_log_levels = amqp=WARN\nwatch_log_file = true\n\
+         use_stderr = true\n",
+    )
+    .unwrap();
+    assert!(c.not_honoured().is_empty(), "{:#?}", c.not_honoured());
+    assert!(c.log.use_json && c.log.use_journal && c.log.use_syslog && c.log.use_stderr);
+    assert_eq!(c.log.facility(), 16);
+    assert_eq!(
+        c.log.log_path("nova-scheduler"),
+        Some(std::path::PathBuf::from("/var/log/nova/nova-scheduler.log"))
+    );
+    assert_eq!(c.log.default_log_levels, vec!["amqp=WARN"]);
 }
 
 #[test]
