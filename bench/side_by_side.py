@@ -206,6 +206,33 @@ def wait_consumers(transport_url, want, timeout, sched=None):
         time.sleep(0.05)
 
 
+class Scraper:
+    """Fetches /metrics and /readyz every second, as Prometheus and a load balancer
+    would, while a scheduler is measured."""
+
+    def __init__(self, port):
+        import threading
+        self.port, self.stop, self.scrapes = port, threading.Event(), 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        import urllib.request
+        while not self.stop.wait(1.0):
+            for path in ("/metrics", "/readyz"):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
+                        r.read()
+                    self.scrapes += 1
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        return self.scrapes
+
+
 def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
     state = load.state_dir
     logpath = state / "logs" / f"bench-{name}-{tag}.log"
@@ -214,6 +241,7 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
     log(f"{name}: starting {shlex.join(cmd)} (log {logpath})")
     sched.start()
     out = {"scheduler": name, "command": shlex.join(cmd), "log": str(logpath)}
+    scraper = Scraper(OBSERVED_PORT) if name == "ours-fast-observed" else None
     try:
         wait_consumers(transport_url, True, args.ready_timeout, sched)
         out["ready_s"] = round(time.perf_counter() - sched.started, 3)
@@ -267,6 +295,8 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
         out["processes"] = len(hwm)
         out["alive_at_end"] = sched.alive()
     finally:
+        if scraper is not None:
+            out["scrapes"] = scraper.close()
         sched.stop()
     return out
 
@@ -291,7 +321,11 @@ def measure_cloud(args, state, venv, n):
 
 # Our daemon's variants: as nova asks Placement, the fast path, without the read-ahead,
 # and "ours" run from another build (--baseline-bin: a change against the build before it).
-OURS = ("ours", "ours-fast", "ours-no-read-ahead", "ours-baseline")
+OURS = ("ours", "ours-fast", "ours-no-read-ahead", "ours-baseline", "ours-fast-bare",
+        "ours-fast-observed")
+
+# The listener port of "ours-fast-observed", scraped every second while it is measured.
+OBSERVED_PORT = 9181
 
 
 def measure_one(load, args, state, venv, name, tag, transport_url):
@@ -302,7 +336,7 @@ def measure_one(load, args, state, venv, name, tag, transport_url):
     elif name in OURS:
         binary = args.baseline_bin if name == "ours-baseline" else args.bin
         cmd = [binary, "--config-file", str(state / "nova.conf")]
-        if name == "ours-fast":
+        if name.startswith("ours-fast"):
             # The Placement fast path: the same nova.conf plus a read-only
             # connection to Placement's database (candidates computed locally,
             # Placement asked only to claim).
@@ -312,6 +346,14 @@ def measure_one(load, args, state, venv, name, tag, transport_url):
             # claim is made, not beside the candidates question.
             cmd += ["--config-file", str(extra_conf(state, "no-read-ahead.conf", "nova_scheduler_rs",
                                                     "read_allocations_ahead = false"))]
+        if name == "ours-fast-bare":
+            # No ring of recent decisions, no listener: what observability costs is
+            # "ours-fast-observed" against this.
+            cmd += ["--config-file", str(extra_conf(state, "bare.conf", "nova_scheduler_rs",
+                                                    "decision_ring_size = 0"))]
+        if name == "ours-fast-observed":
+            cmd += ["--config-file", str(extra_conf(state, "observed.conf", "nova_scheduler_rs",
+                                                    f"http_listen = 127.0.0.1:{OBSERVED_PORT}"))]
         # The per-request timings line is a debug event of the manager.
         env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
     else:
@@ -566,7 +608,9 @@ def main():
     ap.add_argument("--schedulers", default="nova,ours,ours-fast",
                     help="which to run, in this order: nova, ours (asks Placement as nova does), "
                          "ours-fast (the Placement fast path), ours-no-read-ahead (ours with "
-                         "read_allocations_ahead = false), ours-baseline (ours from --baseline-bin)")
+                         "read_allocations_ahead = false), ours-baseline (ours from --baseline-bin), "
+                         "ours-fast-bare (ours-fast with no decision ring and no listener), "
+                         "ours-fast-observed (ours-fast with the HTTP listener scraped every second)")
     ap.add_argument("--bin", required=True, help="the nova-scheduler-rs binary")
     ap.add_argument("--baseline-bin", default=None,
                     help="another nova-scheduler-rs binary, run as 'ours-baseline' (for example "

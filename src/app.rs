@@ -248,11 +248,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     // The listener answers from the start: live at once, ready once consuming.
     let health = Health::new(readiness_bounds(&config));
     let mut observers = vec![tokio::spawn(Arc::clone(&health).beat())];
+    let explainer = listener::ExplainerSlot::default();
     if let Some(addr) = config.nova_scheduler_rs.http_listen {
         let listener = listener::bind(addr).await.map_err(|e| {
             AppError::Config(format!("[nova_scheduler_rs] http_listen = {addr}: {e}"))
         })?;
-        observers.push(tokio::spawn(listener::serve(listener, Arc::clone(&health))));
+        observers.push(tokio::spawn(listener::serve(
+            listener,
+            Arc::clone(&health),
+            Arc::clone(&explainer),
+        )));
     }
     let systemd = SystemdNotifier::from_env();
     observers.push(tokio::spawn(systemd.clone().run(Arc::clone(&health))));
@@ -287,6 +292,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             indexed_decision: config.nova_scheduler_rs.indexed_decision,
             read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
             max_instances_per_request: config.guards.max_instances_per_request,
+            decision_ring_size: config.nova_scheduler_rs.decision_ring_size as usize,
         },
     );
     let (notifier, notification_publisher) = notifier(&config)?;
@@ -332,6 +338,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     background.push(tokio::spawn(reload_on_sighup(store, cache)));
     let manager = Arc::new(manager);
+    let _ = explainer.set(Arc::clone(&manager) as Arc<dyn listener::Explainer>);
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
     let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
     let served = rpc::run(rpc_options(&config), endpoints, shutdown).await;

@@ -3,7 +3,7 @@
 //! `config check`, `config sample`).
 
 use nova_scheduler::config::{self, Command};
-use nova_scheduler::{app, simulate, telemetry};
+use nova_scheduler::{app, observe, simulate, telemetry};
 use std::process::ExitCode;
 
 /// sysexits `EX_USAGE`: a bad command line or configuration.
@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             ExitCode::from(runtime.block_on(simulate::run(opts)) as u8)
         }
         Command::ConfigCheck => config_check(&cli),
+        Command::Explain(ref args) => explain(&cli, args),
         Command::ConfigSample => {
             print!("{}", config::options::sample());
             ExitCode::SUCCESS
@@ -71,6 +72,50 @@ fn main() -> ExitCode {
 /// `config check`: loads the configuration as `run` does and starts nothing. Every bad
 /// value is printed (exit 64); otherwise each warning `run` would log, and one line
 /// naming the files read.
+/// `explain`: the decision from the running daemon's listener (`--url`, else
+/// nova.conf's `[nova_scheduler_rs] http_listen`). Exit 1 when it has no such
+/// decision or cannot be reached.
+fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
+    let base_url = match &args.url {
+        Some(url) => url.clone(),
+        None => match config::load_from_cli(cli) {
+            Ok(c) => match c.nova_scheduler_rs.http_listen {
+                Some(addr) => format!("http://{addr}"),
+                None => {
+                    eprintln!(
+                        "explain: [nova_scheduler_rs] http_listen is not set (or give --url)"
+                    );
+                    return ExitCode::from(EX_USAGE);
+                }
+            },
+            Err(e) => {
+                eprintln!("Invalid configuration:\n{e}");
+                return ExitCode::from(EX_USAGE);
+            }
+        },
+    };
+    let Some(runtime) = runtime(Some(1)) else {
+        return ExitCode::FAILURE;
+    };
+    let request = observe::explain_client::ExplainRequest {
+        base_url,
+        instance: args.instance.clone(),
+        request_id: args.request_id.clone(),
+        host: args.host.clone(),
+        json: args.json,
+    };
+    match runtime.block_on(observe::explain_client::explain(&request)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("explain: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn config_check(cli: &config::CliArgs) -> ExitCode {
     let config = match config::load_from_cli(cli) {
         Ok(c) => c,

@@ -23,6 +23,7 @@ pub mod candidates;
 mod casts;
 mod claims;
 mod encode;
+mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
 mod host_states;
@@ -35,6 +36,7 @@ pub use request_filter::PrefilterOptions;
 
 use args::SelectArgs;
 use candidates::{AskIndex, AskPlacement, CandidateSource};
+use explain::{CallTrace, CandidatesSeen};
 use host_states::{
     index_by_provider, CandidatesByProvider, FromCache, HostStateSource, ReadPerRequest,
     RequestHosts,
@@ -84,6 +86,9 @@ pub struct ManagerOptions {
     pub read_allocations_ahead: bool,
     /// `[nova_scheduler_rs] max_instances_per_request`.
     pub max_instances_per_request: u32,
+    /// `[nova_scheduler_rs] decision_ring_size`: recent decisions kept for
+    /// `explain` (0: none).
+    pub decision_ring_size: usize,
 }
 
 /// How a call reached the manager: what its delivery says beyond its arguments.
@@ -114,6 +119,8 @@ pub struct SchedulerManager {
     host_state_source: Box<dyn HostStateSource>,
     /// How claims are made: per instance, or batched through the provider index.
     claim_path: Box<dyn ClaimPath>,
+    /// Recent decisions, for `explain`.
+    decisions: explain::DecisionRing,
     /// Requests claimed with one `POST /allocations`, and POSTs Placement refused.
     batched_claims: AtomicU64,
     batch_conflicts: AtomicU64,
@@ -137,6 +144,7 @@ impl SchedulerManager {
                 system_metadata: options.load_instance_system_metadata,
             }),
             claim_path: Box::new(ClaimPerInstance),
+            decisions: explain::DecisionRing::new(options.decision_ring_size),
             scheduler,
             store,
             placement,
@@ -194,13 +202,41 @@ impl SchedulerManager {
             .await
     }
 
-    /// `select_destinations` for a call delivered as `delivery` says: nova's
-    /// `SchedulerManager.select_destinations`, step by step.
+    /// `select_destinations` for a call delivered as `delivery` says, recorded in
+    /// the ring of recent decisions (a NoValidHost explained first).
     pub async fn select_destinations_delivered(
         &self,
         ctx: &RequestContext,
         args: &Map<String, Value>,
         delivery: Delivery,
+    ) -> Result<Value, RemoteError> {
+        let mut trace = CallTrace {
+            at: Some(Utc::now()),
+            request_id: ctx.request_id().map(str::to_string),
+            global_request_id: ctx.global_request_id().map(str::to_string),
+            claim_mode: "none",
+            ..CallTrace::default()
+        };
+        let result = self
+            .select_destinations_traced(ctx, args, delivery, &mut trace)
+            .await;
+        let (outcome, message) = match &result {
+            Ok(_) => ("placed", None),
+            Err(e) if e.class == "NoValidHost" => ("no_valid_host", Some(e.message.clone())),
+            Err(e) => ("error", Some(e.message.clone())),
+        };
+        self.record_decision(trace, outcome, message).await;
+        result
+    }
+
+    /// nova's `SchedulerManager.select_destinations`, step by step, noting in
+    /// `trace` what an explanation needs.
+    async fn select_destinations_traced(
+        &self,
+        ctx: &RequestContext,
+        args: &Map<String, Value>,
+        delivery: Delivery,
+        trace: &mut CallTrace,
     ) -> Result<Value, RemoteError> {
         let started = Instant::now();
         let mut phases = Phases::default();
@@ -220,6 +256,7 @@ impl SchedulerManager {
             return_objects,
             return_alternates,
         } = args;
+        trace.instance_uuids = instance_uuids.clone().unwrap_or_default();
         let aggregates_before = spec
             .requested_destination
             .as_ref()
@@ -237,6 +274,7 @@ impl SchedulerManager {
                 global_request_id.as_deref(),
                 delivery,
                 &mut phases,
+                trace,
             )
             .await?;
         // nova's `_select_destinations` starts here, with the spec as the request
@@ -263,6 +301,14 @@ impl SchedulerManager {
         let mark = Instant::now();
         let now = Utc::now();
         let use_placement = asked.by_provider.is_some();
+        trace.cell = cell.clone();
+        trace.spec = Some(spec.clone());
+        if let Some(by_rp) = &asked.by_provider {
+            let filters = self.scheduler.filters.filters();
+            if filters.iter().any(|f| f.reads_allocation_candidates(&spec)) {
+                trace.allocation_candidates = Some(by_rp.clone());
+            }
+        }
         let mut hosts = self
             .host_state_source
             .host_states(
@@ -315,7 +361,14 @@ impl SchedulerManager {
             .await;
         phases.schedule = mark.elapsed();
         phases.claims = scheduled.claims_waited;
+        trace.claim_mode = scheduled.claim_mode.as_str();
         let outcome = scheduled.outcome.map_err(schedule_error)?;
+        trace.selected = outcome
+            .destinations
+            .iter()
+            .filter_map(|list| list.first())
+            .map(|d| outcome.hosts[d.host].host.to_string())
+            .collect();
 
         if let Some((n, notified)) = notified.as_mut() {
             // nova's `_schedule` set `spec_obj.instance_uuid` to each instance in turn.
@@ -404,6 +457,7 @@ impl SchedulerManager {
         global_request_id: Option<&str>,
         delivery: Delivery,
         phases: &mut Phases,
+        trace: &mut CallTrace,
     ) -> Result<Asked, RemoteError> {
         if spec.is_rebuild() {
             return Ok(Asked::default());
@@ -448,6 +502,12 @@ impl SchedulerManager {
         .await
         .map_err(request_filter::PrefilterError::into_remote)?;
         let found = answer.found;
+        trace.candidates = Some(CandidatesSeen {
+            from_index: answer.from_index,
+            query: answer.query,
+            allocation_requests: found.allocation_requests.len(),
+            providers: found.provider_uuids.clone(),
+        });
         if found.allocation_requests.is_empty() {
             return Err(no_valid_host(String::new()));
         }

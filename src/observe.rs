@@ -4,6 +4,7 @@
 //! serves them (`[nova_scheduler_rs] http_listen`, [`listener`]) and systemd's
 //! notification protocol ([`health::SystemdNotifier`]).
 
+pub mod explain_client;
 pub mod health;
 pub mod listener;
 pub mod metrics;

@@ -7,6 +7,7 @@
 //! [`Claimer`] trait, implemented over Placement at the edge and in memory in tests.
 //! No tokio, sqlx or lapin here; randomness comes from the caller's RNG.
 
+pub mod explain;
 mod indexed;
 pub mod reference;
 pub mod table;

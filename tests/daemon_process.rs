@@ -1940,3 +1940,114 @@ async fn oslo_log_json_file_and_sighup_debug_without_a_restart() {
     drop(daemon);
     rig.finish();
 }
+
+/// `nova-scheduler-rs explain` against the running daemon, as an operator runs it.
+fn explain_cli(port: u16, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
+        .arg("explain")
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .args(args)
+        .output()
+        .expect("explain");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A placed request is explained with its weigher table; after every host is
+/// disabled, a NoValidHost names ComputeFilter and one reason per removed host, in
+/// the log and through `explain`; `--host` says why that host was not taken; an
+/// unknown instance exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_names_the_filter_that_emptied_the_list_and_why() {
+    let port = free_port();
+    let rig = Rig::new("explain", 2, &format!("http_listen = 127.0.0.1:{port}")).await;
+    let daemon = rig.start("daemon.log");
+    let mut client = TestClient::on(&rig.amqp).await;
+
+    let placed = vec![uuid()];
+    let reply = client
+        .call(
+            "nova",
+            "scheduler",
+            "select_destinations",
+            rig.boot_args(&placed, "4.5"),
+            "4.5",
+        )
+        .await;
+    assert_eq!(reply.inner["failure"], Value::Null, "{}", reply.inner);
+    let (code, out, err) = explain_cli(port, &["--instance", &placed[0], "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let d: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["result"], "placed", "{d}");
+    assert_eq!(d["candidates"]["providers"], 2, "{d}");
+    assert_eq!(d["selected"].as_array().map(Vec::len), Some(1), "{d}");
+    let weighed = d["explanation"]["weighing"]["hosts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(weighed.len(), 2, "{d}");
+    assert!(
+        !weighed[0]["scores"].as_array().unwrap().is_empty(),
+        "every weigher's score is shown: {d}"
+    );
+    rig.cloud.admin.delete_allocations(&placed[0]).await;
+
+    // Every compute service disabled: Placement still offers both hosts, and
+    // ComputeFilter removes them.
+    sqlx::query(
+        "UPDATE services SET disabled = 1, disabled_reason = 'maintenance', \
+         updated_at = UTC_TIMESTAMP() WHERE `binary` = 'nova-compute'",
+    )
+    .execute(&rig.cloud.cell)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let failed = vec![uuid()];
+    let reply = client
+        .call(
+            "nova",
+            "scheduler",
+            "select_destinations",
+            rig.boot_args(&failed, "4.5"),
+            "4.5",
+        )
+        .await;
+    assert!(
+        reply.inner["failure"].to_string().contains("NoValidHost"),
+        "{}",
+        reply.inner
+    );
+    let log = daemon.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("NoValidHost explained"))
+        .unwrap_or_else(|| panic!("no explanation logged:\n{log}"));
+    assert!(line.contains("ComputeFilter"), "{line}");
+    assert!(line.contains(&failed[0]), "{line}");
+
+    let (code, out, err) = explain_cli(port, &["--instance", &failed[0]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("result: no_valid_host"), "{out}");
+    assert!(out.contains("no host left after: ComputeFilter"), "{out}");
+    for (host, _) in &rig.hosts {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(host.as_str()) && l.contains("service is disabled")),
+            "{host} is not listed with its reason:\n{out}"
+        );
+    }
+    let (host, _) = &rig.hosts[0];
+    let (code, out, err) = explain_cli(port, &["--instance", &failed[0], "--host", host]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("removed by ComputeFilter"), "{out}");
+    assert!(out.contains("disabled"), "{out}");
+
+    let (code, _, err) = explain_cli(port, &["--instance", &uuid()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no such decision"), "{err}");
+    drop(daemon);
+    rig.finish().await;
+}

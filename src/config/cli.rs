@@ -40,6 +40,30 @@ pub enum Command {
     ConfigCheck,
     /// Print a nova.conf sample of every option read.
     ConfigSample,
+    /// Ask the running daemon why a request was decided as it was.
+    Explain(ExplainArgs),
+}
+
+/// `explain`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+#[group(id = "which", required = true, multiple = true, args = ["instance", "request_id"])]
+pub struct ExplainArgs {
+    /// An instance uuid of the request
+    #[arg(long, value_name = "UUID")]
+    pub instance: Option<String>,
+    /// The request id (req-...) or global request id of the call
+    #[arg(long, value_name = "ID")]
+    pub request_id: Option<String>,
+    /// Why was (or was not) this host chosen? (filters and weighers run again on the
+    /// host's current state)
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// The daemon's listener [default: http://<[nova_scheduler_rs] http_listen>]
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Print the daemon's JSON answer
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `simulate`'s options; unset ones keep `SimulateOptions`' defaults.
@@ -187,6 +211,8 @@ enum Sub {
     /// Check or describe nova.conf
     #[command(subcommand)]
     Config(ConfigSub),
+    /// Why did the running daemon decide a request as it did? (needs http_listen)
+    Explain(ExplainArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -326,6 +352,7 @@ where
             Some(Sub::Simulate(args)) => Command::Simulate(args),
             Some(Sub::Config(ConfigSub::Check)) => Command::ConfigCheck,
             Some(Sub::Config(ConfigSub::Sample)) => Command::ConfigSample,
+            Some(Sub::Explain(args)) => Command::Explain(args),
         },
         ..CliArgs::default()
     };

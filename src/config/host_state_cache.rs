@@ -46,6 +46,9 @@ pub struct HostStateCacheSection {
     /// `HOST:PORT` of the HTTP listener serving `/metrics`, `/healthz` and `/readyz`;
     /// unset (the default) serves none.
     pub http_listen: Option<std::net::SocketAddr>,
+    /// Recent decisions kept for `explain` (what each call asked and got; a
+    /// NoValidHost with its per-filter account). 0 keeps none.
+    pub decision_ring_size: u32,
 }
 
 impl Default for HostStateCacheSection {
@@ -60,6 +63,7 @@ impl Default for HostStateCacheSection {
             indexed_decision: true,
             read_allocations_ahead: true,
             http_listen: None,
+            decision_ring_size: 256,
         }
     }
 }
@@ -110,6 +114,12 @@ impl HostStateCacheSection {
                     d.http_listen
                 })
             },
+            decision_ring_size: r.int(
+                "decision_ring_size",
+                d.decision_ring_size,
+                Some(0),
+                Some(100_000),
+            ),
         }
     }
 }

@@ -156,7 +156,13 @@ pub async fn allocation_candidates(
     let nodes = target_nodes(spec, store).await?;
     let first = resources_from_request_spec(spec, query, true, nodes.as_deref())?;
     let mut from_index = true;
-    let mut found = match source.ask(&first.query_params(), global_request_id).await {
+    let params = first.query_params();
+    let asked = params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&");
+    let mut found = match source.ask(&params, global_request_id).await {
         Ok((found, local)) => {
             from_index &= local;
             found
@@ -196,7 +202,11 @@ pub async fn allocation_candidates(
     if found.allocation_requests.is_empty() {
         info!("Got no allocation candidates from the Placement API. This could be due to insufficient resources or a temporary occurrence as compute nodes start up.");
     }
-    Ok(FoundCandidates { found, from_index })
+    Ok(FoundCandidates {
+        found,
+        from_index,
+        query: asked,
+    })
 }
 
 /// The candidates of one request and where they came from.
@@ -206,4 +216,6 @@ pub struct FoundCandidates {
     /// True when the provider index answered every question of the request (the
     /// claims may then be batched, see `batch_claims`).
     pub from_index: bool,
+    /// The first question's query string (the one an explanation shows).
+    pub query: String,
 }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The opt-in HTTP listener (`[nova_scheduler_rs] http_listen`): `GET /metrics`,
-//! `/healthz` and `/readyz`. HTTP/1.1 only, no TLS: it is meant for a loopback or
+//! `/healthz`, `/readyz` and `/decisions` (the ring of recent decisions, see
+//! `nova-scheduler-rs explain`). HTTP/1.1 only, no TLS: it is meant for a loopback or
 //! management address that Prometheus and the service manager reach.
 
 use super::health::{Health, Verdict};
 use super::metrics::metrics;
+use futures_util::future::BoxFuture;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -12,14 +14,57 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use serde_json::Value;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
 /// The OpenMetrics text format, which Prometheus asks for and reads.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Which decision `/decisions` is asked about: by instance uuid and/or request id
+/// (neither: the list of recent ones), and optionally one host.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecisionQuery {
+    pub instance: Option<String>,
+    pub request_id: Option<String>,
+    pub host: Option<String>,
+}
+
+impl DecisionQuery {
+    /// From `instance=...&request_id=...&host=...` (percent-encoded).
+    pub fn from_query(query: &str) -> DecisionQuery {
+        let mut q = DecisionQuery::default();
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_encoding::percent_decode_str(&value.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned();
+            // Bounded: ids and host names are short.
+            if value.is_empty() || value.len() > 255 {
+                continue;
+            }
+            match key {
+                "instance" => q.instance = Some(value),
+                "request_id" => q.request_id = Some(value),
+                "host" => q.host = Some(value),
+                _ => {}
+            }
+        }
+        q
+    }
+}
+
+/// What answers `/decisions` (the scheduler manager's ring).
+pub trait Explainer: Send + Sync {
+    /// The decision `query` names, as JSON; `None` when the ring has none.
+    fn explain<'a>(&'a self, query: DecisionQuery) -> BoxFuture<'a, Option<Value>>;
+}
+
+/// The explainer, set once the manager exists (the listener starts before it).
+pub type ExplainerSlot = Arc<OnceLock<Arc<dyn Explainer>>>;
 
 /// A connection that sends nothing for this long is closed.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,7 +77,7 @@ pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Serves connections on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, health: Arc<Health>) {
+pub async fn serve(listener: TcpListener, health: Arc<Health>, explainer: ExplainerSlot) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -44,10 +89,12 @@ pub async fn serve(listener: TcpListener, health: Arc<Health>) {
             }
         };
         let health = Arc::clone(&health);
+        let explainer = Arc::clone(&explainer);
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let health = Arc::clone(&health);
-                async move { Ok::<_, Infallible>(route(&req, &health)) }
+                let explainer = Arc::clone(&explainer);
+                async move { Ok::<_, Infallible>(route(&req, &health, &explainer).await) }
             });
             let mut builder = http1::Builder::new();
             builder
@@ -63,7 +110,11 @@ pub async fn serve(listener: TcpListener, health: Arc<Health>) {
     }
 }
 
-fn route(req: &Request<Incoming>, health: &Health) -> Response<Full<Bytes>> {
+async fn route(
+    req: &Request<Incoming>,
+    health: &Health,
+    explainer: &ExplainerSlot,
+) -> Response<Full<Bytes>> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
     }
@@ -77,9 +128,25 @@ fn route(req: &Request<Incoming>, health: &Health) -> Response<Full<Bytes>> {
         }
         "/healthz" => verdict(health.live()),
         "/readyz" => verdict(health.ready()),
+        "/decisions" => {
+            let query = DecisionQuery::from_query(req.uri().query().unwrap_or(""));
+            let Some(explainer) = explainer.get() else {
+                return json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &serde_json::json!({"error": "starting"}),
+                );
+            };
+            match explainer.explain(query).await {
+                Some(found) => json(StatusCode::OK, &found),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    &serde_json::json!({"error": "no such decision in the ring of recent decisions"}),
+                ),
+            }
+        }
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: /metrics, /healthz, /readyz\n".into(),
+            "not found: /metrics, /healthz, /readyz, /decisions\n".into(),
         ),
     }
 }
@@ -98,6 +165,15 @@ fn verdict(v: Verdict) -> Response<Full<Bytes>> {
     response
 }
 
+fn json(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string() + "\n")));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
@@ -106,4 +182,19 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecisionQuery;
+
+    #[test]
+    fn decision_queries_are_decoded_and_bounded() {
+        let q = DecisionQuery::from_query("instance=abc&host=compute%2D1&x=1");
+        assert_eq!(q.instance.as_deref(), Some("abc"));
+        assert_eq!(q.host.as_deref(), Some("compute-1"));
+        assert_eq!(q.request_id, None);
+        let long = format!("request_id={}", "a".repeat(300));
+        assert_eq!(DecisionQuery::from_query(&long).request_id, None);
+    }
 }

@@ -201,6 +201,7 @@ impl Cloud {
             indexed_decision: true,
             read_allocations_ahead: true,
             max_instances_per_request: 1000,
+            decision_ring_size: 16,
         };
         options(&mut manager_options);
         SchedulerManager::new(
