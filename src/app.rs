@@ -21,6 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 
+mod db_wait;
+pub use db_wait::{ConnectError, DbTarget};
+
 /// Why the daemon could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -34,6 +37,8 @@ pub enum AppError {
     ServiceRow(#[from] crate::state::service_row::ServiceRowError),
     #[error("messaging: {0}")]
     Rpc(#[from] crate::rpc::RpcError),
+    #[error("{0}")]
+    Connect(#[from] ConnectError),
 }
 
 /// Resolves when the process is asked to stop (SIGTERM or SIGINT).
@@ -261,10 +266,27 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     }
     let systemd = SystemdNotifier::from_env();
     observers.push(tokio::spawn(systemd.clone().run(Arc::clone(&health))));
-    let shutdown = async move {
+    let systemd_status = systemd.clone();
+    let mut shutdown = Box::pin(async move {
         shutdown.await;
         systemd.stopping();
-    };
+    });
+    // oslo.db's startup retries, database by database; /readyz says which one is
+    // awaited. A stop request while waiting ends the daemon at once.
+    for target in database_targets(&config)? {
+        let waiting = format!("waiting for the database {}", target.what);
+        health.starting(waiting.as_str());
+        systemd_status.status(&waiting);
+        tokio::select! {
+            waited = target.wait() => waited?,
+            () = &mut shutdown => {
+                info!("stopped while {waiting}");
+                return Ok(());
+            }
+        }
+    }
+    health.started();
+    systemd_status.status("databases connected; joining the message bus");
     // Our own `services` row (nova-scheduler, topic scheduler) in the main database,
     // heartbeated like nova's DB servicegroup driver.
     let main_pool = sqlx::mysql::MySqlPoolOptions::new()
@@ -352,6 +374,38 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// The databases startup needs, in the order they are used: `[database]`,
+/// `[api_database]`, `[placement_database]` (when set), each with its own oslo.db
+/// `max_retries` and `retry_interval`.
+fn database_targets(config: &Config) -> Result<Vec<DbTarget>, AppError> {
+    let mut targets = Vec::new();
+    for (group, url, section) in [
+        ("database", &config.database_url, &config.database),
+        (
+            "api_database",
+            &config.api_database_url,
+            &config.api_database,
+        ),
+        (
+            "placement_database",
+            &config.placement_database_url,
+            &config.placement_database,
+        ),
+    ] {
+        let Some(url) = url else { continue };
+        let sqlx_url = url
+            .to_sqlx_url()
+            .map_err(|e| AppError::Config(format!("[{group}] connection: {e}")))?;
+        targets.push(DbTarget::new(
+            url,
+            sqlx_url,
+            section.max_retries,
+            section.retry_interval,
+        ));
+    }
+    Ok(targets)
 }
 
 /// How fresh the warm cache and the provider index must be for `/readyz`.

@@ -25,6 +25,11 @@
 //!    Placement): `--log-file PATH --use-json` writes one JSON object per line with
 //!    oslo's keys and the call's request id; `debug` rewritten in the file and a
 //!    SIGHUP turn debug lines on and off without a restart.
+//! 5. A database that is down at startup (RabbitMQ and the nova schema only): with
+//!    `max_retries = 1` a refused port is named (host:port, "refused") and the daemon
+//!    exits non-zero within seconds; with `max_retries = -1` it retries, `/readyz`
+//!    answers 503 naming the awaited database, and it becomes ready once the port
+//!    forwards to MariaDB.
 
 #[path = "common/amqp_client.rs"]
 mod amqp_client;
@@ -2050,4 +2055,121 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
     assert!(err.contains("no such decision"), "{err}");
     drop(daemon);
     rig.finish().await;
+}
+
+/// A TCP forwarder on `port` (which refused connections so far) to MariaDB.
+async fn forward_to_mariadb(port: u16) {
+    let listener = TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("rebind the refusing port");
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut server) = TcpStream::connect("127.0.0.1:3306").await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+}
+
+/// The rig's nova.conf with `[api_database] connection` on `port` of 127.0.0.1 and
+/// `[api_database]` retry options `retries`.
+fn api_database_on_port(rig: &LogRig, port: u16, retries: &str) -> String {
+    let text = rig.text.replace(
+        "[api_database]\nconnection = mysql+pymysql://root:@127.0.0.1:3306/",
+        &format!("[api_database]\n{retries}connection = mysql+pymysql://root:@127.0.0.1:{port}/"),
+    );
+    assert!(text.contains(&format!("127.0.0.1:{port}/")), "{text}");
+    text
+}
+
+/// `[api_database]` on a port that refuses connections, `max_retries = 1`: the
+/// daemon gives up after one attempt, exits non-zero and names the database, its
+/// host:port and the OS's reason (never the password).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_named_and_startup_gives_up_after_max_retries() {
+    let rig = LogRig::new("dbgone").await;
+    let port = free_port();
+    let conf = rig.dir.join("refused.conf");
+    std::fs::write(
+        &conf,
+        api_database_on_port(&rig, port, "max_retries = 1\nretry_interval = 1\n"),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut daemon = Daemon::start(&conf, rig.dir.join("refused.log"), &[]);
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still running after 10 s:\n{}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let out = daemon.log_text();
+    assert!(!status.success(), "{status}\n{out}");
+    assert!(
+        out.contains("cannot connect to the database ")
+            && out.contains(&format!("at 127.0.0.1:{port}: ")),
+        "{out}"
+    );
+    assert!(out.contains("refused"), "{out}");
+    drop(daemon);
+    rig.finish();
+}
+
+/// `[api_database]` on a port that refuses connections for a few seconds and then
+/// forwards to MariaDB, `max_retries = -1`: one warning per failed attempt, `/readyz`
+/// answers 503 naming the awaited database meanwhile (the listener is up before the
+/// databases), and the daemon becomes ready once the database answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_waits_for_a_database_that_comes_back() {
+    let rig = LogRig::new("dbback").await;
+    let port = free_port();
+    let http = free_port();
+    let conf = rig.dir.join("comes-back.conf");
+    let text = api_database_on_port(&rig, port, "max_retries = -1\nretry_interval = 1\n").replace(
+        "[nova_scheduler_rs]\n",
+        &format!("[nova_scheduler_rs]\nhttp_listen = 127.0.0.1:{http}\n"),
+    );
+    std::fs::write(&conf, text).unwrap();
+    let daemon = Daemon::start(&conf, rig.dir.join("comes-back.log"), &[]);
+    let api_db = nova_schema::tagged("nsrs_log_dbback") + "_api";
+    let waiting = format!("starting: waiting for the database {api_db} at 127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, body) = loop {
+        if let Some((status, body)) = http_get(http, "/readyz").await {
+            if body.contains("waiting for the database") {
+                break (status, body);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 503 naming the database:\n{}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains(&waiting), "{body}");
+    assert_eq!(http_get(http, "/healthz").await.map(|r| r.0), Some(200));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    forward_to_mariadb(port).await;
+    let out = daemon.wait_ready();
+    assert!(out.contains("attempt 1 of unlimited, next in 1 s"), "{out}");
+    assert!(out.contains("refused"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "connected to the database {api_db} at 127.0.0.1:{port}"
+        )),
+        "{out}"
+    );
+    let (_, body) = http_get(http, "/readyz").await.expect("/readyz");
+    assert!(!body.contains("waiting for the database"), "{body}");
+    drop(daemon);
+    rig.finish();
 }

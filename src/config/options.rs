@@ -153,12 +153,16 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("api_database", "connection", Str, "<None>", "SQLAlchemy URL of the API database, e.g. mysql+pymysql://nova:PASSWORD@controller/nova_api?charset=utf8."),
     opt("api_database", "connection_parameters", Str, "", "Extra URL parameters, e.g. ssl_ca=/etc/ssl/ca.pem. TLS arguments (ssl_ca, ssl_cert, ssl_key, ssl_verify_cert, ssl_verify_identity, ssl_check_hostname, ssl_disabled, ssl_mode) work as with PyMySQL."),
     opt("api_database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0"),
+    opt("api_database", "max_retries", Int, "10", "Connection attempts at startup before the daemon gives up (each attempt waits at most 5 s for an answer); -1 tries forever, 0 is one attempt. Meanwhile /readyz answers 503 naming the database.").min("-1"),
+    opt("api_database", "retry_interval", Int, "10", "Seconds between those attempts.").min("0"),
     // [compute]
     opt("compute", "packing_host_numa_cells_allocation_strategy", Bool, "false", "Fill used NUMA cells first when fitting an instance."),
     // [database]
     opt("database", "connection", Str, "<None>", "SQLAlchemy URL of this service's database (cell0), e.g. mysql+pymysql://nova:PASSWORD@controller/nova_cell0?charset=utf8; also fills {username}, {password}, {hostname}, ... in cell_mappings.database_connection templates."),
     opt("database", "connection_parameters", Str, "", "Extra URL parameters, e.g. ssl_ca=/etc/ssl/ca.pem. TLS arguments (ssl_ca, ssl_cert, ssl_key, ssl_verify_cert, ssl_verify_identity, ssl_check_hostname, ssl_disabled, ssl_mode) work as with PyMySQL."),
     opt("database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0"),
+    opt("database", "max_retries", Int, "10", "Connection attempts at startup before the daemon gives up (each attempt waits at most 5 s for an answer); -1 tries forever, 0 is one attempt. Meanwhile /readyz answers 503 naming the database.").min("-1"),
+    opt("database", "retry_interval", Int, "10", "Seconds between those attempts.").min("0"),
     // [filter_scheduler]
     opt("filter_scheduler", "host_subset_size", Int, "1", "Pick randomly among the best N weighed hosts.").min("1"),
     opt("filter_scheduler", "max_io_ops_per_host", Int, "8", "IoOpsFilter limit.").min("0"),
@@ -301,6 +305,8 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("placement_database", "connection", Str, "<None>", "This daemon's option (nova has none): Placement's own database, read-only (SELECT only; never written), e.g. mysql+pymysql://placement_ro:PASSWORD@controller/placement?charset=utf8. Set, allocation candidates of single-provider requests are computed from a live local index and Placement is asked only to claim. Unset: every candidate question goes to Placement, as nova does."),
     opt("placement_database", "connection_parameters", Str, "", "Extra URL parameters, e.g. ssl_ca=/etc/ssl/ca.pem. TLS arguments (ssl_ca, ssl_cert, ssl_key, ssl_verify_cert, ssl_verify_identity, ssl_check_hostname, ssl_disabled, ssl_mode) work as with PyMySQL."),
     opt("placement_database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0"),
+    opt("placement_database", "max_retries", Int, "10", "Connection attempts at startup before the daemon gives up (each attempt waits at most 5 s for an answer); -1 tries forever, 0 is one attempt. Meanwhile /readyz answers 503 naming the database.").min("-1"),
+    opt("placement_database", "retry_interval", Int, "10", "Seconds between those attempts.").min("0"),
     // [scheduler]
     opt("scheduler", "max_attempts", Int, "3", "Attempts to build an instance; alternates returned = max_attempts - 1.").min("1"),
     opt("scheduler", "max_placement_results", Int, "1000", "Limit of allocation candidates asked from Placement.").min("1"),

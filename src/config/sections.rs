@@ -155,7 +155,7 @@ impl DefaultSection {
 }
 
 /// `[database]` or `[api_database]` (oslo.db options nova registers in both).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DatabaseSection {
     /// SQLAlchemy URL of the database (secret); see [`crate::config::db_url::DbUrl`].
     pub connection: Option<Secret>,
@@ -163,6 +163,22 @@ pub struct DatabaseSection {
     pub connection_parameters: String,
     /// Maximum open connections in the pool (unset: the pool's own default).
     pub max_pool_size: Option<u32>,
+    /// Connection attempts at startup before giving up (10); -1: forever.
+    pub max_retries: i64,
+    /// Seconds between those attempts (10).
+    pub retry_interval: u64,
+}
+
+impl Default for DatabaseSection {
+    fn default() -> Self {
+        DatabaseSection {
+            connection: None,
+            connection_parameters: String::new(),
+            max_pool_size: None,
+            max_retries: 10,
+            retry_interval: 10,
+        }
+    }
 }
 
 impl DatabaseSection {
@@ -176,6 +192,8 @@ impl DatabaseSection {
             connection: r.opt_string("connection").map(Secret::new),
             connection_parameters: r.string("connection_parameters", ""),
             max_pool_size: r.opt_int("max_pool_size", Some(0), None),
+            max_retries: r.int("max_retries", 10, Some(-1), None),
+            retry_interval: r.int("retry_interval", 10, Some(0), None),
         }
     }
 }

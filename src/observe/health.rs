@@ -9,7 +9,7 @@
 use super::metrics::{metrics, unix_now};
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
@@ -57,6 +57,8 @@ pub struct Health {
     bounds: ReadinessBounds,
     /// Unix milliseconds of the last heartbeat.
     heartbeat: AtomicU64,
+    /// What startup is waiting for (a database), while it waits.
+    starting: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -64,7 +66,19 @@ impl Health {
         Arc::new(Health {
             bounds,
             heartbeat: AtomicU64::new(now_ms()),
+            starting: Mutex::new(None),
         })
+    }
+
+    /// Startup is waiting for `what` (e.g. "waiting for the database nova_api at
+    /// db:3306"): not ready, with that reason, until [`Health::started`].
+    pub fn starting(&self, what: impl Into<String>) {
+        *self.starting.lock().unwrap_or_else(|e| e.into_inner()) = Some(what.into());
+    }
+
+    /// Startup no longer waits.
+    pub fn started(&self) {
+        *self.starting.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Stamps the heartbeat every second, forever.
@@ -93,6 +107,9 @@ impl Health {
     pub fn ready(&self) -> Verdict {
         let m = metrics();
         let mut reasons = Vec::new();
+        if let Some(what) = &*self.starting.lock().unwrap_or_else(|e| e.into_inner()) {
+            reasons.push(format!("starting: {what}"));
+        }
         if m.rpc_consuming.get() != 1 {
             reasons
                 .push("not consuming the scheduler topic (broker unreachable or starting)".into());
@@ -131,7 +148,7 @@ fn now_ms() -> u64 {
     (unix_now() * 1000.0) as u64
 }
 
-/// systemd's notification protocol: `READY=1` once ready, `WATCHDOG=1` while healthy
+/// systemd's notification protocol: `READY=1` once ready, `WATCHDOG=1` while live
 /// (when the unit sets `WatchdogSec`), `STOPPING=1` on drain. Does nothing unless
 /// systemd set `NOTIFY_SOCKET`.
 #[derive(Debug, Clone)]
@@ -157,7 +174,9 @@ impl SystemdNotifier {
     }
 
     /// Waits until the daemon is ready, says `READY=1`, then, when systemd watches,
-    /// says `WATCHDOG=1` every half period while the daemon is live and ready.
+    /// says `WATCHDOG=1` every half period while the daemon is live. Readiness is not
+    /// asked: a broker outage is waited out by reconnecting, and a restart by
+    /// systemd would only wait for the same broker.
     pub async fn run(self, health: Arc<Health>) {
         if !self.active {
             return;
@@ -174,10 +193,15 @@ impl SystemdNotifier {
         let mut tick = tokio::time::interval(period / 2);
         loop {
             tick.tick().await;
-            if health.live().ok && health.ready().ok {
+            if health.live().ok {
                 self.send(sd_notify::NotifyState::Watchdog, "WATCHDOG=1");
             }
         }
+    }
+
+    /// `STATUS=...`: what `systemctl status` shows (startup waiting for a database).
+    pub fn status(&self, text: &str) {
+        self.send(sd_notify::NotifyState::Status(text), "STATUS");
     }
 
     /// `STOPPING=1`: the daemon drains and stops.
@@ -210,5 +234,23 @@ mod tests {
         let v = health.live();
         assert!(!v.ok);
         assert!(v.to_json().contains("unresponsive"), "{}", v.to_json());
+    }
+
+    #[test]
+    fn a_waiting_startup_is_a_readiness_reason_until_started() {
+        let health = Health::new(ReadinessBounds::default());
+        health.starting("waiting for the database nova_api at db:3306");
+        let v = health.ready();
+        assert!(!v.ok);
+        assert_eq!(
+            v.reasons[0],
+            "starting: waiting for the database nova_api at db:3306"
+        );
+        health.started();
+        assert!(!health
+            .ready()
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("starting")));
     }
 }
