@@ -236,10 +236,11 @@ mod tests {
     }
 
     fn host(name: &str) -> HostState {
-        let mut h = HostState::default();
-        h.host = name.into();
-        h.nodename = name.into();
-        h
+        HostState {
+            host: name.into(),
+            nodename: name.into(),
+            ..HostState::default()
+        }
     }
 
     #[test]
