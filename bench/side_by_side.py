@@ -207,18 +207,20 @@ def wait_consumers(transport_url, want, timeout, sched=None):
 
 
 class Scraper:
-    """Fetches /metrics and /readyz every second, as Prometheus and a load balancer
-    would, while a scheduler is measured."""
+    """Fetches /metrics and /readyz every NSRS_SCRAPE_INTERVAL seconds (default 15, as
+    Prometheus's default scrape interval), as Prometheus and a load balancer would,
+    while a scheduler is measured."""
 
     def __init__(self, port):
         import threading
         self.port, self.stop, self.scrapes = port, threading.Event(), 0
+        self.interval = float(os.environ.get("NSRS_SCRAPE_INTERVAL", "15"))
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
     def run(self):
         import urllib.request
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(self.interval):
             for path in ("/metrics", "/readyz"):
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
@@ -324,7 +326,7 @@ def measure_cloud(args, state, venv, n):
 OURS = ("ours", "ours-fast", "ours-no-read-ahead", "ours-baseline", "ours-fast-bare",
         "ours-fast-observed")
 
-# The listener port of "ours-fast-observed", scraped every second while it is measured.
+# The listener port of "ours-fast-observed", scraped while it is measured.
 OBSERVED_PORT = 9181
 
 
@@ -610,7 +612,8 @@ def main():
                          "ours-fast (the Placement fast path), ours-no-read-ahead (ours with "
                          "read_allocations_ahead = false), ours-baseline (ours from --baseline-bin), "
                          "ours-fast-bare (ours-fast with no decision ring and no listener), "
-                         "ours-fast-observed (ours-fast with the HTTP listener scraped every second)")
+                         "ours-fast-observed (ours-fast with the HTTP listener scraped every "
+                         "NSRS_SCRAPE_INTERVAL seconds, default 15)")
     ap.add_argument("--bin", required=True, help="the nova-scheduler-rs binary")
     ap.add_argument("--baseline-bin", default=None,
                     help="another nova-scheduler-rs binary, run as 'ours-baseline' (for example "

@@ -312,7 +312,7 @@ impl SchedulerManager {
         let mut hosts = self
             .host_state_source
             .host_states(
-                asked.compute_uuids.as_deref(),
+                asked.compute_uuids.as_deref().map(Vec::as_slice),
                 cell.as_deref(),
                 now,
                 asked.by_provider,
@@ -502,11 +502,13 @@ impl SchedulerManager {
         .await
         .map_err(request_filter::PrefilterError::into_remote)?;
         let found = answer.found;
+        // Shared with the ring of recent decisions, never copied.
+        let providers = Arc::new(found.provider_uuids);
         trace.candidates = Some(CandidatesSeen {
             from_index: answer.from_index,
             query: answer.query,
             allocation_requests: found.allocation_requests.len(),
-            providers: found.provider_uuids.clone(),
+            providers: Arc::clone(&providers),
         });
         if found.allocation_requests.is_empty() {
             return Err(no_valid_host(String::new()));
@@ -514,7 +516,7 @@ impl SchedulerManager {
         phases.placement = mark.elapsed();
         Ok(Asked {
             by_provider: Some(index_by_provider(found.allocation_requests)),
-            compute_uuids: Some(found.provider_uuids),
+            compute_uuids: Some(providers),
             spec_before,
             from_index: answer.from_index,
             read_ahead,
@@ -627,7 +629,7 @@ struct Asked {
     /// The allocation requests by provider (`None`: Placement was not asked).
     by_provider: Option<CandidatesByProvider>,
     /// The providers Placement returned, in its order.
-    compute_uuids: Option<Vec<String>>,
+    compute_uuids: Option<Arc<Vec<String>>>,
     /// The spec as the candidates question started from (with the provider index).
     spec_before: Option<RequestSpec>,
     /// The provider index answered every question.

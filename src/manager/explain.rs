@@ -53,7 +53,7 @@ pub(super) struct CandidatesSeen {
     pub query: String,
     pub allocation_requests: usize,
     /// The providers returned, in order.
-    pub providers: Vec<String>,
+    pub providers: Arc<Vec<String>>,
 }
 
 /// A call's record in the ring.
@@ -85,11 +85,19 @@ impl DecisionRing {
         if self.size == 0 {
             return;
         }
-        let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
-        while ring.len() >= self.size {
-            ring.pop_front();
+        let evicted = {
+            let mut ring = self.ring.lock().unwrap_or_else(|p| p.into_inner());
+            let evicted = (ring.len() >= self.size)
+                .then(|| ring.pop_front())
+                .flatten();
+            ring.push_back(Arc::new(decision));
+            evicted
+        };
+        // Freeing a decision (its spec, thousands of provider uuids) is kept off the
+        // answer's path.
+        if let (Some(old), Ok(runtime)) = (evicted, tokio::runtime::Handle::try_current()) {
+            runtime.spawn_blocking(move || drop(old));
         }
-        ring.push_back(Arc::new(decision));
     }
 
     /// The newest decision that matches `query`.
