@@ -45,6 +45,12 @@ pub struct Snapshot {
     pub providers_from: String,
     pub state: StateSnapshot,
     pub providers: Vec<ProviderSnapshot>,
+    /// Every trait and resource class Placement knows (a request may name one no
+    /// provider has: Placement answers it, an unknown one it refuses).
+    #[serde(default)]
+    pub traits: BTreeSet<String>,
+    #[serde(default)]
+    pub resource_classes: BTreeSet<String>,
     pub flavors: Vec<FlavorRecord>,
 }
 
@@ -124,9 +130,26 @@ pub async fn take(config: Config) -> Result<Snapshot, String> {
     let flavors = read_flavors(live.store.api_pool())
         .await
         .map_err(|e| format!("could not read the flavors: {e}"))?;
-    let (providers, providers_from) = match &live.index {
-        Some(index) => (from_index(&index.snapshot()), "provider index"),
-        None => (from_placement(&live.placement).await?, "placement"),
+    let (providers, traits, resource_classes, providers_from) = match &live.index {
+        Some(index) => {
+            let index = index.snapshot();
+            let names = |t: &NameTable| t.names().map(str::to_string).collect();
+            (
+                from_index(&index),
+                names(&index.traits),
+                names(&index.resource_classes),
+                "provider index",
+            )
+        }
+        None => {
+            let (traits, classes) = names_from_placement(&live.placement).await?;
+            (
+                from_placement(&live.placement).await?,
+                traits,
+                classes,
+                "placement",
+            )
+        }
     };
     Ok(Snapshot {
         format: FORMAT.to_string(),
@@ -134,6 +157,8 @@ pub async fn take(config: Config) -> Result<Snapshot, String> {
         providers_from: providers_from.to_string(),
         state,
         providers,
+        traits,
+        resource_classes,
         flavors,
     })
 }
@@ -228,22 +253,47 @@ async fn from_placement(placement: &PlacementClient) -> Result<Vec<ProviderSnaps
     Ok(out)
 }
 
+/// Every trait and resource class name Placement knows.
+async fn names_from_placement(
+    placement: &PlacementClient,
+) -> Result<(BTreeSet<String>, BTreeSet<String>), String> {
+    let traits = placement
+        .get_json("/traits", "1.36")
+        .await
+        .map_err(|e| format!("Placement GET /traits: {e}"))?;
+    let classes = placement
+        .get_json("/resource_classes", "1.36")
+        .await
+        .map_err(|e| format!("Placement GET /resource_classes: {e}"))?;
+    let traits = serde_json::from_value(traits["traits"].clone())
+        .map_err(|e| format!("Placement GET /traits: {e}"))?;
+    let classes = classes["resource_classes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
+        .collect();
+    Ok((traits, classes))
+}
+
 /// The providers as the provider index holds them (internal ids assigned in the
-/// snapshot's order).
-pub fn provider_index(providers: &[ProviderSnapshot]) -> ProviderIndex {
-    let names = |f: &dyn Fn(&ProviderSnapshot) -> Vec<String>| {
-        let all: BTreeSet<String> = providers.iter().flat_map(f).collect();
+/// snapshot's order), with Placement's traits and resource classes.
+pub fn provider_index(snapshot: &Snapshot) -> ProviderIndex {
+    let providers = &snapshot.providers;
+    let names = |known: &BTreeSet<String>, f: &dyn Fn(&ProviderSnapshot) -> Vec<String>| {
+        let mut all: BTreeSet<String> = providers.iter().flat_map(f).collect();
+        all.extend(known.iter().cloned());
         NameTable::from_rows(all.into_iter().enumerate().map(|(i, n)| (i as i64 + 1, n)))
     };
-    let resource_classes = names(&|p| {
+    let resource_classes = names(&snapshot.resource_classes, &|p| {
         p.inventories
             .keys()
             .chain(p.usages.keys())
             .cloned()
             .collect()
     });
-    let traits = names(&|p| p.traits.iter().cloned().collect());
-    let aggregates = names(&|p| p.aggregates.iter().cloned().collect());
+    let traits = names(&snapshot.traits, &|p| p.traits.iter().cloned().collect());
+    let aggregates = names(&BTreeSet::new(), &|p| p.aggregates.iter().cloned().collect());
     let ids: BTreeMap<&str, i64> = providers
         .iter()
         .enumerate()
@@ -486,7 +536,7 @@ async fn replay(args: &SimulateArgs, path: &Path, config: Config) -> Result<Stri
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let mut index = provider_index(&snapshot.providers);
+    let mut index = provider_index(&snapshot);
     let mut planner = Planner::new(
         scheduler,
         snapshot.state.host_states(),
