@@ -416,7 +416,7 @@ fn summarize(
         });
     }
     let mut classes: Vec<HostClass> = classes.into_values().collect();
-    classes.sort_by(|a, b| b.instances.cmp(&a.instances));
+    classes.sort_by_key(|c| std::cmp::Reverse(c.instances));
     report.host_classes = classes;
     report.first = placed
         .iter()

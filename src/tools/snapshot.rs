@@ -293,7 +293,9 @@ pub fn provider_index(snapshot: &Snapshot) -> ProviderIndex {
             .collect()
     });
     let traits = names(&snapshot.traits, &|p| p.traits.iter().cloned().collect());
-    let aggregates = names(&BTreeSet::new(), &|p| p.aggregates.iter().cloned().collect());
+    let aggregates = names(&BTreeSet::new(), &|p| {
+        p.aggregates.iter().cloned().collect()
+    });
     let ids: BTreeMap<&str, i64> = providers
         .iter()
         .enumerate()
@@ -582,7 +584,7 @@ async fn replay(args: &SimulateArgs, path: &Path, config: Config) -> Result<Stri
                         .map(|&a| planner.hosts[a].host.to_string())
                         .collect();
                     lines.push(format!(
-                        "request {}: instance {} of {n} ({label}) -> {} (alternates: {})",
+                        "request {}: {label}, instance {}/{n} -> {} (alternates: {})",
                         r + 1,
                         i + 1,
                         h.host,

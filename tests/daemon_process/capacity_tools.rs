@@ -94,6 +94,7 @@ async fn daemon_like(cloud: &Cloud) -> (SchedulerManager, tokio::task::JoinHandl
 /// Runs the binary; its stdout.
 fn tool(conf: &Path, args: &[&str]) -> String {
     let out = Command::new(BIN)
+        .current_dir(conf.parent().expect("the configuration's directory"))
         .arg("--config-file")
         .arg(conf)
         .args(args)
@@ -277,8 +278,18 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
             vec!["capacity", "--flavor", name, "--json", "--show", "100"]
         } else {
             vec![
-                "capacity", "--vcpus", &v, "--ram", &m, "--disk", &d, "--extra-spec", &spec,
-                "--json", "--show", "100",
+                "capacity",
+                "--vcpus",
+                &v,
+                "--ram",
+                &m,
+                "--disk",
+                &d,
+                "--extra-spec",
+                &spec,
+                "--json",
+                "--show",
+                "100",
             ]
         };
         let report: Value = serde_json::from_str(&tool(&conf, &args)).expect("JSON");
@@ -288,7 +299,15 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         );
         counted.push(report);
     }
-    let counts: Vec<u64> = counted.iter().map(|r| r["count"].as_u64().unwrap()).collect();
+    // The text form (shown with --nocapture; docs/operations.md quotes it).
+    let text = tool(&conf, &["capacity", "--flavor", "cap.small", "--show", "5"]);
+    println!("$ nova-scheduler-rs capacity --flavor cap.small --show 5\n{text}");
+    assert!(text.contains("46 more instance(s) fit"), "{text}");
+    assert!(text.ends_with("read-only: no service row, no claim, no RPC was written\n"));
+    let counts: Vec<u64> = counted
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .collect();
     assert_eq!(counts, vec![46, 14, 2], "{counted:#?}");
     // What runs out first, per class; where the instances go.
     let classes = |r: &Value| -> Vec<(i64, Value)> {
@@ -296,7 +315,12 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| (c["resources"]["VCPU"].as_i64().unwrap(), c["runs_out_first"].clone()))
+            .map(|c| {
+                (
+                    c["resources"]["VCPU"].as_i64().unwrap(),
+                    c["runs_out_first"].clone(),
+                )
+            })
             .collect()
     };
     assert_eq!(
@@ -308,7 +332,10 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         vec![(16, json!({"MEMORY_MB": 2})), (4, json!({"MEMORY_MB": 4}))]
     );
     assert_eq!(classes(&counted[2]), vec![(16, json!({"DISK_GB": 2}))]);
-    assert_eq!(counted[0]["by_availability_zone"], json!({"az-big": 30, "nova": 16}));
+    assert_eq!(
+        counted[0]["by_availability_zone"],
+        json!({"az-big": 30, "nova": 16})
+    );
     assert_eq!(counted[0]["by_aggregate"], json!({"big": 30}));
     assert_eq!(counted[0]["by_cell"], json!({"cell1": 46}));
 
@@ -321,7 +348,21 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
 
     // The snapshot, taken on the same untouched cloud.
     let snapshot = dir.join("snapshot.json");
-    tool(&conf, &["snapshot", "--output", snapshot.to_str().unwrap()]);
+    let text = tool(&conf, &["snapshot", "--output", "snapshot.json"]);
+    println!("$ nova-scheduler-rs snapshot --output snapshot.json\n{text}");
+    let text = tool(
+        &conf,
+        &[
+            "simulate",
+            "--snapshot",
+            "snapshot.json",
+            "--flavor",
+            "cap.large",
+            "--count",
+            "3",
+        ],
+    );
+    println!("$ nova-scheduler-rs simulate --snapshot snapshot.json --flavor cap.large --count 3\n{text}");
     let text = std::fs::read_to_string(&snapshot).expect("snapshot");
     assert!(!text.contains("mysql"), "no database URL in the snapshot");
     assert!(methods.len() <= gate.exchanges().len());
@@ -336,7 +377,13 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         let mut consumers = Vec::new();
         loop {
             let u = vec![uuid()];
-            match select(&manager, cloud.spec((*vcpus, *mem, *disk), json!({}), &u), &u).await {
+            match select(
+                &manager,
+                cloud.spec((*vcpus, *mem, *disk), json!({}), &u),
+                &u,
+            )
+            .await
+            {
                 Ok(s) => {
                     placed.push(s[0][0].service_host.clone());
                     consumers.push(u[0].clone());
@@ -354,7 +401,11 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
             .iter()
             .map(|h| h.as_str().unwrap().to_string())
             .collect();
-        assert_eq!(placed.len() as u64, report["count"].as_u64().unwrap(), "{name}");
+        assert_eq!(
+            placed.len() as u64,
+            report["count"].as_u64().unwrap(),
+            "{name}"
+        );
         assert_eq!(placed, first, "{name}: same hosts in the same order");
         refresher.abort();
         for c in consumers {
@@ -414,7 +465,11 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         let n = req["num_instances"].as_u64().unwrap_or(1) as usize;
         let u: Vec<String> = (0..n).map(|_| uuid()).collect();
         let spec = cloud.spec(
-            (flavor("vcpus", 0), flavor("memory_mb", 1), flavor("root_gb", 2)),
+            (
+                flavor("vcpus", 0),
+                flavor("memory_mb", 1),
+                flavor("root_gb", 2),
+            ),
             json!({}),
             &u,
         );
