@@ -524,7 +524,7 @@ async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStat
 }
 
 /// The request filters' options; refuses the ones this daemon cannot honour.
-fn prefilter_options(config: &Config) -> Result<PrefilterOptions, AppError> {
+pub(crate) fn prefilter_options(config: &Config) -> Result<PrefilterOptions, AppError> {
     let s = &config.scheduler;
     let opts = PrefilterOptions {
         limit_tenants_to_placement_aggregate: s.limit_tenants_to_placement_aggregate,
@@ -556,7 +556,7 @@ pub fn cell_url_resolver(local: String) -> crate::state::CellUrlResolver {
 }
 
 /// `[database]` / `[api_database]` and the ratio fallbacks, for the state edge.
-fn state_options(config: &Config) -> Result<StateOptions, AppError> {
+pub(crate) fn state_options(config: &Config) -> Result<StateOptions, AppError> {
     let api = config.api_database_url.as_ref().ok_or_else(|| {
         AppError::Config("[api_database] connection is required (cells are found there)".into())
     })?;
@@ -592,7 +592,7 @@ fn state_options(config: &Config) -> Result<StateOptions, AppError> {
 }
 
 /// `[placement]` as keystoneauth reads it: `admin_token`, `none`/`noauth`, `password`.
-fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
+pub(crate) fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
     let p = &config.placement;
     let auth_type = p
         .auth_type

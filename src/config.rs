@@ -33,7 +33,9 @@ pub mod scheduler;
 pub mod sections;
 pub mod transport_url;
 
-pub use cli::{parse_cli_args, CliArgs, Command, ConfigSource, SimulateArgs};
+pub use cli::{
+    parse_cli_args, CapacityArgs, CliArgs, Command, ConfigSource, SimulateArgs, SnapshotArgs,
+};
 pub use db_url::{format_cell_url, DbUrl};
 pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
 pub use guards::GuardsSection;

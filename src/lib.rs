@@ -42,6 +42,7 @@ pub mod scheduler;
 pub mod simulate;
 pub mod state;
 pub mod telemetry;
+pub mod tools;
 pub mod weighers;
 
 /// The Rust examples of `docs/architecture.md` ("How to add a filter", "How to add a

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `nova-scheduler-rs`: load nova.conf, start logging, run the daemon (or `simulate`,
-//! `config check`, `config sample`).
+//! `config check`, `config sample`, `explain`, `capacity`, `snapshot`).
 
 use nova_scheduler::config::{self, Command};
-use nova_scheduler::{app, observe, simulate, telemetry};
+use nova_scheduler::{app, observe, simulate, telemetry, tools};
 use std::process::ExitCode;
 
 /// sysexits `EX_USAGE`: a bad command line or configuration.
@@ -25,12 +25,55 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Simulate(ref args) => {
+            // nova.conf's filters and weighers when a configuration is named, else
+            // nova's defaults (not the files `run` would find).
+            let config = if cli.sources.is_empty() {
+                config::from_ini_str("")
+            } else {
+                config::load_from_cli(&cli)
+            };
+            let config = match config {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("Invalid configuration:\n{e}");
+                    return ExitCode::from(EX_USAGE);
+                }
+            };
             let Some(runtime) = runtime(None) else {
                 return ExitCode::FAILURE;
             };
-            let opts = simulate::SimulateOptions::from_cli(args);
-            telemetry::init(cli.debug.unwrap_or(false));
-            ExitCode::from(runtime.block_on(simulate::run(opts)) as u8)
+            tool_logging(cli.debug.unwrap_or(false));
+            if let Some(path) = &args.snapshot {
+                let code = runtime.block_on(tools::snapshot::simulate(args, path, config));
+                return ExitCode::from(code as u8);
+            }
+            let opts = match simulate::SimulateOptions::from_cli(args) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("simulate: {e}");
+                    return ExitCode::from(EX_USAGE);
+                }
+            };
+            let scheduler = match app::build_scheduler(&config) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("Invalid configuration:\n{e}");
+                    return ExitCode::from(EX_USAGE);
+                }
+            };
+            ExitCode::from(runtime.block_on(simulate::run(opts, scheduler)) as u8)
+        }
+        Command::Capacity(ref args) => {
+            let Some((config, runtime)) = tool_setup(&cli) else {
+                return ExitCode::from(EX_USAGE);
+            };
+            ExitCode::from(runtime.block_on(tools::capacity::run(args, config)) as u8)
+        }
+        Command::Snapshot(ref args) => {
+            let Some((config, runtime)) = tool_setup(&cli) else {
+                return ExitCode::from(EX_USAGE);
+            };
+            ExitCode::from(runtime.block_on(tools::snapshot::run(args, config)) as u8)
         }
         Command::ConfigCheck => config_check(&cli),
         Command::Explain(ref args) => explain(&cli, args),
@@ -67,6 +110,31 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The operator tools' configuration (read as `run` reads it), runtime and
+/// logging (warnings and errors on stderr; everything with --debug).
+fn tool_setup(cli: &config::CliArgs) -> Option<(config::Config, tokio::runtime::Runtime)> {
+    let config = match config::load_from_cli(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("Invalid configuration:\n{e}");
+            return None;
+        }
+    };
+    tool_logging(cli.debug.unwrap_or(config.default.debug));
+    let runtime = runtime(Some(2))?;
+    Some((config, runtime))
+}
+
+/// The tools log to stderr only, so that their output on stdout stays readable
+/// (and `--json` parseable): warnings and errors, or everything with --debug.
+fn tool_logging(debug: bool) {
+    let filter = if debug { "debug" } else { "warn" };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .try_init();
 }
 
 /// `config check`: loads the configuration as `run` does and starts nothing. Every bad

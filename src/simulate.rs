@@ -5,10 +5,8 @@
 //! (`(total − reserved) × allocation_ratio − used ≥ requested`), so the run shows
 //! filters, weighers, consumption, claims and alternates end to end.
 
-use crate::filters::{build_chain, FilterConfig};
 use crate::model::{Aggregate, Flavor, HostState, RequestSpec, ServiceInfo};
 use crate::scheduler::{ClaimError, Claimer, ScheduleRequest, Scheduler};
-use crate::weighers::{build_pipeline, WeigherConfig};
 use chrono::{Duration, Utc};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -40,16 +38,23 @@ impl Default for SimulateOptions {
 impl SimulateOptions {
     /// The options of `nova-scheduler-rs simulate --hosts N --requests N --instances N
     /// --seed N`: the defaults where unset; at least one host and one instance.
-    pub fn from_cli(args: &crate::config::SimulateArgs) -> Self {
+    /// `--requests` must be a number here (a file only with `--snapshot`).
+    pub fn from_cli(args: &crate::config::SimulateArgs) -> Result<Self, String> {
         let d = SimulateOptions::default();
-        SimulateOptions {
+        let requests = match &args.requests {
+            None => d.requests,
+            Some(n) => n.parse::<u64>().map_err(|_| {
+                format!("--requests {n:?}: a number of requests (a file only with --snapshot)")
+            })? as usize,
+        };
+        Ok(SimulateOptions {
             hosts: args.hosts.map_or(d.hosts, |n| n.max(1) as usize),
-            requests: args.requests.map_or(d.requests, |n| n as usize),
+            requests,
             instances_per_request: args
                 .instances
                 .map_or(d.instances_per_request, |n| n.max(1) as usize),
             seed: args.seed.unwrap_or(d.seed),
-        }
+        })
     }
 }
 
@@ -197,26 +202,16 @@ fn demo_cloud(opts: &SimulateOptions, rng: &mut StdRng) -> (Vec<HostState>, Inve
     (hosts, model)
 }
 
-/// Runs the simulation and prints one line per instance. Returns a process exit code.
-pub async fn run(opts: SimulateOptions) -> i32 {
+/// Runs the simulation with `scheduler` (nova.conf's filters, weighers and
+/// settings, see `app::build_scheduler`) and prints one line per instance. Returns
+/// a process exit code.
+pub async fn run(opts: SimulateOptions, scheduler: Scheduler) -> i32 {
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let (hosts, mut model) = demo_cloud(&opts, &mut rng);
-    let scheduler = Scheduler {
-        filters: build_chain(&["ComputeFilter".into()], &FilterConfig::default())
-            .expect("ComputeFilter is registered"),
-        weighers: build_pipeline(
-            &["nova.scheduler.weights.all_weighers".into()],
-            &WeigherConfig::default(),
-        )
-        .expect("default weighers are available"),
-        host_subset_size: 1,
-        shuffle_best_same_weighed_hosts: false,
-        max_attempts: 3,
-        packing_host_numa_cells_allocation_strategy: false,
-    };
     println!(
-        "demo cloud: {} hosts in 2 cells (every 13th disabled, every 17th down); weighers {:?}",
+        "demo cloud: {} hosts in 2 cells (every 13th disabled, every 17th down); filters {:?}; weighers {:?}",
         hosts.len(),
+        scheduler.filters.names(),
         scheduler.weighers.names()
     );
     let flavors = [(2, 4096, 20), (4, 8192, 40), (8, 32768, 80)];

@@ -67,6 +67,9 @@ pub struct StateOptions {
     pub cell_url_resolver: CellUrlResolver,
     /// Per-cell time limit of one scatter-gather ([`DEFAULT_CELL_TIMEOUT`]).
     pub cell_timeout: Duration,
+    /// Write nothing, not even nova's allocation-ratio write-back (the operator
+    /// tools `capacity` and `snapshot`); the daemon leaves it false.
+    pub read_only: bool,
 }
 
 impl StateOptions {
@@ -87,6 +90,7 @@ impl StateOptions {
             initial_disk_allocation_ratio: 1.0,
             cell_url_resolver,
             cell_timeout: DEFAULT_CELL_TIMEOUT,
+            read_only: false,
         }
     }
 }
@@ -112,6 +116,7 @@ impl fmt::Debug for StateOptions {
                 &self.initial_disk_allocation_ratio,
             )
             .field("cell_timeout", &self.cell_timeout)
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +153,7 @@ pub struct HostStateStore {
     resolver: CellUrlResolver,
     cell_timeout: Duration,
     min_version: Mutex<MinVersionReading>,
+    read_only: bool,
 }
 
 /// The minimum compute service version as last read, for the OWNER_NOVA request
@@ -196,6 +202,7 @@ impl HostStateStore {
             resolver: opts.cell_url_resolver,
             cell_timeout: opts.cell_timeout,
             min_version: Mutex::new(MinVersionReading::default()),
+            read_only: opts.read_only,
         };
         store.load_cells(true).await?;
         let aggs = aggregates::load(&store.api)
@@ -319,7 +326,9 @@ impl HostStateStore {
         };
         match tokio::time::timeout(self.cell_timeout, queries::cell_rows(pool, uuids)).await {
             Ok(Ok((services, nodes, instances))) => {
-                self.backfill_ratios(pool, db, &nodes).await;
+                if !self.read_only {
+                    self.backfill_ratios(pool, db, &nodes).await;
+                }
                 Some(CellRows {
                     cell_uuid: db.cell.uuid.clone(),
                     services,
@@ -340,53 +349,130 @@ impl HostStateStore {
 
     /// Joins nodes to services by host name over all answered cells, as nova does.
     fn join(&self, results: Vec<CellRows>) -> Vec<HostState> {
-        let mut services = HashMap::new();
-        for rows in &results {
-            for svc in &rows.services {
-                if let Some(host) = &svc.host {
-                    services.insert(host.clone(), svc.clone());
-                }
-            }
-        }
-        let aggregates = read(&self.aggregates);
-        let mut seen = HashSet::new();
-        let mut states = Vec::new();
-        let mut texts = compute::RowInterner::default();
-        for rows in results {
-            let instances = rows.instances_by_host();
-            for node in rows.nodes {
-                let Some(host) = node.host.clone() else {
-                    tracing::warn!(
-                        compute_node_id = node.id,
-                        "compute node without host; skipped"
-                    );
-                    continue;
-                };
-                let Some(service) = services.get(&host) else {
-                    tracing::warn!(%host, "No compute service record found for host");
-                    continue;
-                };
-                if !seen.insert((host.clone(), node.hypervisor_hostname.clone())) {
-                    tracing::warn!(%host, node = ?node.hypervisor_hostname, cell = %rows.cell_uuid,
-                        "compute node seen in more than one cell; keeping the first");
-                    continue;
-                }
-                let insts = instances.get(&host).cloned().unwrap_or_default();
-                let mut state = compute::host_state(
-                    node,
-                    service,
-                    &rows.cell_uuid,
-                    &self.ratios,
-                    aggregates.for_host(&host),
-                    insts.uuids,
-                    &mut texts,
-                );
-                state.instance_flavor_ids = insts.flavor_ids;
-                states.push(state);
-            }
-        }
-        states
+        join_rows(results, &read(&self.aggregates), &self.ratios)
     }
+
+    /// Every enabled cell's rows as the host states are built from them (no write,
+    /// whatever `read_only` says), with the aggregates, the cells and the ratio
+    /// defaults: what [`StateSnapshot::host_states`] rebuilds the host states from.
+    pub async fn snapshot(&self) -> Result<StateSnapshot, StateError> {
+        let selected = self.select_cells(None).await?;
+        let fetches = selected.iter().map(|db| async move {
+            let pool = db.pool.as_ref()?;
+            match tokio::time::timeout(self.cell_timeout, queries::cell_rows(pool, None)).await {
+                Ok(Ok((services, nodes, instances))) => Some(CellRows {
+                    cell_uuid: db.cell.uuid.clone(),
+                    services,
+                    nodes,
+                    instances,
+                }),
+                Ok(Err(e)) => {
+                    tracing::warn!(cell = %db.display_name(), error = %e, "Failed to get computes for cell");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(cell = %db.display_name(), "Timeout getting computes for cell");
+                    None
+                }
+            }
+        });
+        let mut cells: Vec<CellRows> = join_all(fetches).await.into_iter().flatten().collect();
+        cells.sort_by(|a, b| a.cell_uuid.cmp(&b.cell_uuid));
+        let mut aggregates: Vec<Aggregate> =
+            self.aggregates().iter().map(|a| (**a).clone()).collect();
+        aggregates.sort_by_key(|a| a.id);
+        Ok(StateSnapshot {
+            cells: self.cells(),
+            rows: cells,
+            aggregates,
+            ratios: self.ratios,
+            min_compute_service_version: self.min_compute_service_version().await,
+        })
+    }
+}
+
+/// The host states' inputs as read from the databases at one moment: every enabled
+/// cell's `services`, `compute_nodes` and instance rows, the aggregates, the cells
+/// and the configured allocation ratios. Serializable (no URL, no password), so that
+/// decisions can be replayed offline on exactly what the daemon would read.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StateSnapshot {
+    pub cells: Vec<Cell>,
+    rows: Vec<CellRows>,
+    pub aggregates: Vec<Aggregate>,
+    ratios: RatioDefaults,
+    /// What the OWNER_NOVA request filter reads.
+    pub min_compute_service_version: Option<i64>,
+}
+
+impl StateSnapshot {
+    /// The host states of every node, as [`HostStateStore::host_states`] builds them
+    /// from the same rows (ordered by cell uuid, then compute node id).
+    pub fn host_states(&self) -> Vec<HostState> {
+        let aggregates = AggregateCache::new(self.aggregates.clone());
+        join_rows(self.rows.clone(), &aggregates, &self.ratios)
+    }
+
+    /// Hosts, compute nodes, services and instances held.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let nodes = self.rows.iter().map(|r| r.nodes.len()).sum();
+        let services = self.rows.iter().map(|r| r.services.len()).sum();
+        let instances = self.rows.iter().map(|r| r.instances.len()).sum();
+        (nodes, services, instances)
+    }
+}
+
+/// nova's join of nodes to services by host name over all answered cells.
+fn join_rows(
+    results: Vec<CellRows>,
+    aggregates: &AggregateCache,
+    ratios: &RatioDefaults,
+) -> Vec<HostState> {
+    let mut services = HashMap::new();
+    for rows in &results {
+        for svc in &rows.services {
+            if let Some(host) = &svc.host {
+                services.insert(host.clone(), svc.clone());
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut states = Vec::new();
+    let mut texts = compute::RowInterner::default();
+    for rows in results {
+        let instances = rows.instances_by_host();
+        for node in rows.nodes {
+            let Some(host) = node.host.clone() else {
+                tracing::warn!(
+                    compute_node_id = node.id,
+                    "compute node without host; skipped"
+                );
+                continue;
+            };
+            let Some(service) = services.get(&host) else {
+                tracing::warn!(%host, "No compute service record found for host");
+                continue;
+            };
+            if !seen.insert((host.clone(), node.hypervisor_hostname.clone())) {
+                tracing::warn!(%host, node = ?node.hypervisor_hostname, cell = %rows.cell_uuid,
+                    "compute node seen in more than one cell; keeping the first");
+                continue;
+            }
+            let insts = instances.get(&host).cloned().unwrap_or_default();
+            let mut state = compute::host_state(
+                node,
+                service,
+                &rows.cell_uuid,
+                ratios,
+                aggregates.for_host(&host),
+                insts.uuids,
+                &mut texts,
+            );
+            state.instance_flavor_ids = insts.flavor_ids;
+            states.push(state);
+        }
+    }
+    states
 }
 
 impl HostStateStore {

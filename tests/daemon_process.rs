@@ -50,6 +50,9 @@ mod placement_server;
 #[path = "common/venv.rs"]
 mod venv;
 
+#[path = "daemon_process/capacity_tools.rs"]
+mod capacity_tools;
+
 use daemon_proc::{
     nova_client, nova_conf_on, own_vhost, placement_section, rabbitmqctl, seed_cloud, Daemon,
 };

@@ -42,6 +42,10 @@ pub enum Command {
     ConfigSample,
     /// Ask the running daemon why a request was decided as it was.
     Explain(ExplainArgs),
+    /// How many more instances of a flavor fit, and where (read-only).
+    Capacity(CapacityArgs),
+    /// Dump what the decision reads to one JSON file (read-only).
+    Snapshot(SnapshotArgs),
 }
 
 /// `explain`'s options.
@@ -66,21 +70,81 @@ pub struct ExplainArgs {
     pub json: bool,
 }
 
+/// `capacity`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CapacityArgs {
+    /// A flavor of the API database (by name, else by flavorid)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["vcpus", "ram", "disk"])]
+    pub flavor: Option<String>,
+    /// vCPUs of the flavor to fit (without --flavor)
+    #[arg(long, value_name = "N")]
+    pub vcpus: Option<u64>,
+    /// RAM in MB of the flavor to fit (without --flavor)
+    #[arg(long, value_name = "MB")]
+    pub ram: Option<u64>,
+    /// Root disk in GB of the flavor to fit (without --flavor)
+    #[arg(long, value_name = "GB")]
+    pub disk: Option<u64>,
+    /// An extra spec of the flavor (added to --flavor's); repeatable
+    #[arg(long = "extra-spec", value_name = "KEY=VALUE")]
+    pub extra_specs: Vec<String>,
+    /// Ask for this availability zone, as `openstack server create --availability-zone`
+    #[arg(long, value_name = "AZ")]
+    pub availability_zone: Option<String>,
+    /// The project the instances would belong to (tenant-isolation filters read it)
+    #[arg(long, value_name = "ID")]
+    pub project: Option<String>,
+    /// Stop counting at this many instances [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub max: Option<u64>,
+    /// Placements listed [default: 10]
+    #[arg(long, value_name = "N")]
+    pub show: Option<u64>,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `snapshot`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotArgs {
+    /// The JSON file to write
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+}
+
 /// `simulate`'s options; unset ones keep `SimulateOptions`' defaults.
 #[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimulateArgs {
     /// Hosts in the demo cloud [default: 20]
     #[arg(long, value_name = "N")]
     pub hosts: Option<u64>,
-    /// Requests to decide [default: 5]
-    #[arg(long, value_name = "N")]
-    pub requests: Option<u64>,
+    /// Requests to decide [default: 5]; with --snapshot, a JSON file of requests
+    #[arg(long, value_name = "N|FILE")]
+    pub requests: Option<String>,
     /// Instances per request [default: 2]
     #[arg(long, value_name = "N")]
     pub instances: Option<u64>,
     /// Seed of the demo cloud and of the random choices [default: 42]
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Replay on a file written by `snapshot` instead of the demo cloud
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
+    /// With --snapshot: a flavor of the snapshot, placed --count times
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "snapshot",
+        conflicts_with = "requests"
+    )]
+    pub flavor: Option<String>,
+    /// With --flavor: single-instance requests to place [default: 1]
+    #[arg(long, value_name = "N", requires = "flavor")]
+    pub count: Option<u64>,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// One configuration source, in command-line order.
@@ -206,8 +270,15 @@ struct Cli {
 enum Sub {
     /// Serve nova's `scheduler` RPC topic (the default)
     Run,
-    /// Decide on an embedded demo cloud: no broker, database or Placement
+    /// Decide on an embedded demo cloud, or replay requests on a snapshot: no broker,
+    /// database or Placement
     Simulate(SimulateArgs),
+    /// How many more instances of a flavor fit, and where: decided as the daemon
+    /// decides, on the live cloud, writing nothing
+    Capacity(CapacityArgs),
+    /// Write what the decision reads (host states, aggregates, Placement's providers,
+    /// flavors) to one JSON file, without secrets
+    Snapshot(SnapshotArgs),
     /// Check or describe nova.conf
     #[command(subcommand)]
     Config(ConfigSub),
@@ -350,6 +421,8 @@ where
         command: match cli.command {
             None | Some(Sub::Run) => Command::Run,
             Some(Sub::Simulate(args)) => Command::Simulate(args),
+            Some(Sub::Capacity(args)) => Command::Capacity(args),
+            Some(Sub::Snapshot(args)) => Command::Snapshot(args),
             Some(Sub::Config(ConfigSub::Check)) => Command::ConfigCheck,
             Some(Sub::Config(ConfigSub::Sample)) => Command::ConfigSample,
             Some(Sub::Explain(args)) => Command::Explain(args),

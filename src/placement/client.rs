@@ -223,6 +223,50 @@ impl PlacementClient {
         AllocationCandidates::from_json(&answer.body)
     }
 
+    /// [`Self::get_allocation_candidates`], with the answer's `provider_summaries`
+    /// as Placement sent them (each provider's `resources`: `capacity` and `used`
+    /// per class, every class of the provider at 1.27+). For the operator tools,
+    /// which count what fits; a read, as every call here.
+    pub async fn get_allocation_candidates_with_summaries(
+        &self,
+        query: &[(String, String)],
+        global_request_id: Option<&str>,
+    ) -> Result<(AllocationCandidates, Map<String, Value>), PlacementError> {
+        let path = format!("/allocation_candidates?{}", encode_query(query));
+        let answer = self
+            .request(
+                Method::GET,
+                &path,
+                Some(CANDIDATES_VERSION),
+                None,
+                global_request_id,
+            )
+            .await?;
+        if answer.status != 200 {
+            return Err(http_error(Method::GET, "/allocation_candidates", answer));
+        }
+        let found = AllocationCandidates::from_json(&answer.body)?;
+        let body = parse(&answer.body, "GET /allocation_candidates")?;
+        let summaries = body
+            .get("provider_summaries")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        Ok((found, summaries))
+    }
+
+    /// `GET path` at `microversion`: the JSON body of a 200, else the error. Reads
+    /// only (the operator tools' `snapshot` of providers).
+    pub async fn get_json(&self, path: &str, microversion: &str) -> Result<Value, PlacementError> {
+        let answer = self
+            .request(Method::GET, path, Some(microversion), None, None)
+            .await?;
+        if answer.status != 200 {
+            return Err(http_error(Method::GET, path, answer));
+        }
+        parse(&answer.body, path)
+    }
+
     /// nova's `SchedulerReportClient.claim_resources` for a new consumer
     /// (`consumer_generation=None`), at the candidates' microversion 1.36.
     ///

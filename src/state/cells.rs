@@ -31,7 +31,7 @@ const CELL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A cell as the scheduler sees it (`CellMapping` without the URLs).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
     pub uuid: String,
     pub name: Option<String>,

@@ -44,7 +44,7 @@ impl CellRows {
 }
 
 /// `[DEFAULT] x_allocation_ratio` and `initial_x_allocation_ratio` for the three ratios.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub(super) struct RatioDefaults {
     pub cpu: f64,
     pub ram: f64,

@@ -5,7 +5,7 @@
 use chrono::NaiveDateTime;
 
 /// The `services` columns the scheduler reads.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct ServiceRow {
     pub id: i64,
     pub host: Option<String>,
@@ -19,7 +19,7 @@ pub(super) struct ServiceRow {
 }
 
 /// The `compute_nodes` columns the scheduler reads.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct ComputeNodeRow {
     pub id: i64,
     pub host: Option<String>,
@@ -62,6 +62,7 @@ impl ComputeNodeRow {
 }
 
 /// What one cell answered for a request.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct CellRows {
     pub cell_uuid: String,
     pub services: Vec<ServiceRow>,
@@ -72,7 +73,7 @@ pub(super) struct CellRows {
 
 /// A live instance on a host: its uuid and `instance_type_id` (the id of its flavor,
 /// NULL-able in nova's schema), which the legacy TypeAffinityFilter compares.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(super) struct HostInstance {
     pub host: String,
     pub uuid: String,

@@ -94,6 +94,11 @@ impl NameTable {
         self.by_id.get(&id).map(String::as_str)
     }
 
+    /// Every name, in no particular order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+
     pub fn len(&self) -> usize {
         self.by_id.len()
     }
