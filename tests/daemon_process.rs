@@ -1986,6 +1986,9 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
         )
         .await;
     assert_eq!(reply.inner["failure"], Value::Null, "{}", reply.inner);
+    let (code, text, _) = explain_cli(port, &["--instance", &placed[0]]);
+    assert_eq!(code, 0);
+    eprintln!("explain of the placed request:\n{text}");
     let (code, out, err) = explain_cli(port, &["--instance", &placed[0], "--json"]);
     assert_eq!(code, 0, "{err}");
     let d: Value = serde_json::from_str(&out).unwrap();
@@ -2038,6 +2041,7 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
 
     let (code, out, err) = explain_cli(port, &["--instance", &failed[0]]);
     assert_eq!(code, 0, "{err}");
+    eprintln!("explain of the NoValidHost:\n{out}");
     assert!(out.contains("result: no_valid_host"), "{out}");
     assert!(out.contains("no host left after: ComputeFilter"), "{out}");
     for (host, _) in &rig.hosts {
@@ -2050,6 +2054,7 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
     let (host, _) = &rig.hosts[0];
     let (code, out, err) = explain_cli(port, &["--instance", &failed[0], "--host", host]);
     assert_eq!(code, 0, "{err}");
+    eprintln!("explain --host:\n{out}");
     assert!(out.contains("removed by ComputeFilter"), "{out}");
     assert!(out.contains("disabled"), "{out}");
 
