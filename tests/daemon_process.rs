@@ -47,6 +47,8 @@ mod nova_schema;
 mod placement_admin;
 #[path = "common/placement_server.rs"]
 mod placement_server;
+#[path = "common/private_rabbit.rs"]
+mod private_rabbit;
 #[path = "common/venv.rs"]
 mod venv;
 
@@ -2180,4 +2182,59 @@ async fn startup_waits_for_a_database_that_comes_back() {
     assert!(!body.contains("waiting for the database"), "{body}");
     drop(daemon);
     rig.finish();
+}
+
+/// `/readyz` follows the broker: 200 while consuming, 503 with its reason while the
+/// daemon's (private) RabbitMQ node is stopped, 200 again once it is back; `/healthz`
+/// stays 200 throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_broker() {
+    let port = free_port();
+    let rig = Rig::new("ready", 1, &format!("http_listen = 127.0.0.1:{port}")).await;
+    let mut broker = private_rabbit::PrivateRabbit::start("ready");
+    let conf = std::fs::read_to_string(&rig.conf)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.starts_with("transport_url") {
+                format!(
+                    "transport_url = rabbit://guest:guest@127.0.0.1:{}/",
+                    broker.amqp_port
+                )
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let conf_path = rig.dir.join("nova-private-broker.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let daemon = Daemon::start(&conf_path, rig.dir.join("private-broker.log"), &[]);
+    daemon.wait_ready();
+    let readyz = || async { http_get(port, "/readyz").await.expect("/readyz") };
+    let until = |want: u16, secs: u64| async move {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let (status, body) = http_get(port, "/readyz").await.expect("/readyz");
+            if status == want {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "/readyz never {want}: {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    until(200, 30).await;
+    broker.stop_app();
+    let body = until(503, 30).await;
+    assert!(body.contains("not consuming"), "{body}");
+    assert_eq!(http_get(port, "/healthz").await.map(|r| r.0), Some(200));
+    broker.start_app();
+    until(200, 60).await;
+    assert_eq!(readyz().await.0, 200);
+    drop(daemon);
+    drop(broker);
+    rig.finish().await;
 }
