@@ -1,28 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The operator tools against a real cloud (nova-manage databases, the real
 //! Placement): `capacity` run as the binary counts, for three flavors, exactly the
-//! single-instance `select_destinations` a scheduler wired as the daemon wires it
-//! (the library's `SchedulerManager` with the warm host-state cache and
-//! `retain_virtual_consumption`, claiming in the real Placement) answers before its
-//! first NoValidHost, on the same hosts in the same order; it writes nothing (every
-//! Placement request it makes is a GET, usages and generations, the `services` and
-//! `compute_nodes` tables are unchanged). `snapshot` then `simulate --snapshot` places
-//! a mix of requests as that scheduler places them.
+//! single-instance `select_destinations` calls the daemon (the binary, over RabbitMQ,
+//! its warm host-state cache keeping its decisions' consumption, claiming in the real
+//! Placement) answers before its first NoValidHost, on the same hosts in the same
+//! order; it writes nothing (every Placement request it makes is a GET, usages and
+//! generations, the `services` and `compute_nodes` tables are unchanged). `snapshot`
+//! then `simulate --snapshot` places a mix of requests as the daemon places them.
 
-use crate::claims_cloud::{select, uuid, Cloud, Gate};
-use crate::daemon_proc::placement_section;
+use crate::amqp_client::TestClient;
+use crate::claims_cloud::{uuid, Cloud, Gate};
+use crate::daemon_proc::{own_vhost, placement_section, rabbitmqctl, Daemon};
 use crate::nova_schema;
 use crate::placement_server;
-use nova_scheduler::manager::{ManagerOptions, PrefilterOptions, SchedulerManager};
-use nova_scheduler::placement::{PlacementAuth, PlacementClient, PlacementOptions};
-use nova_scheduler::state::{CacheOptions, HostStateCache, HostStateStore, StateOptions};
 use reqwest::Method;
 use serde_json::{json, Value};
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nova-scheduler-rs");
@@ -35,61 +31,91 @@ const FLAVORS: [(&str, i64, i64, i64); 3] = [
     ("cap.huge", 6, 12288, 90),
 ];
 
-/// A scheduler wired as `app::run` wires it without the provider index: host states
-/// from the warm cache (retaining our decisions' consumption), claims in Placement.
-async fn daemon_like(cloud: &Cloud) -> (SchedulerManager, tokio::task::JoinHandle<()>) {
-    let store = Arc::new(
-        HostStateStore::connect(StateOptions::new(
-            nova_schema::sqlx_url(&cloud.api_db),
-            nova_schema::sqlx_url(&cloud.cell0_db),
-            crate::claims_cloud::resolver(),
-        ))
-        .await
-        .expect("host state store"),
-    );
-    let config = nova_scheduler::config::from_ini_str("").expect("nova's defaults");
-    let c = &config.nova_scheduler_rs;
-    let cache = Arc::new(HostStateCache::new(
-        Arc::clone(&store),
-        CacheOptions {
-            refresh_interval: Duration::from_secs_f64(c.host_state_refresh_interval),
-            full_resync_interval: Duration::from_secs_f64(c.host_state_full_resync_interval),
-            deleted_instances_scan_interval: Duration::from_secs_f64(
-                c.deleted_instances_scan_interval,
+/// The daemon as a process on `cloud` (the real Placement, its own RabbitMQ vhost,
+/// nova.conf's defaults otherwise), and a client that calls it.
+struct RunningDaemon {
+    daemon: Daemon,
+    client: TestClient,
+    vhost: String,
+}
+
+impl RunningDaemon {
+    async fn start(cloud: &Cloud, dir: &Path, tag: &str) -> RunningDaemon {
+        let vhost = nova_schema::tagged(&format!("nsrs_cap_{tag}"));
+        // A vhost left by an earlier run; none is the usual case.
+        let _ = Command::new("rabbitmqctl")
+            .args(["delete_vhost", &vhost])
+            .output();
+        let transport = own_vhost(&vhost);
+        let conf = dir.join(format!("daemon-{tag}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "[DEFAULT]\ntransport_url = {transport}\nhost = nsrs-cap-daemon\n\
+                 [database]\nconnection = {}\n[api_database]\nconnection = {}\n\
+                 [nova_scheduler_rs]\nstate_dir = {}\n{}",
+                nova_schema::sqla_url(&cloud.cell0_db),
+                nova_schema::sqla_url(&cloud.api_db),
+                dir.join(format!("state-{tag}")).display(),
+                placement_section(placement_server::url().await),
             ),
-            retain_consumption: c.retain_virtual_consumption,
-            consumption_ttl: Duration::from_secs_f64(c.retained_consumption_ttl),
-        },
-    ));
-    assert!(c.retain_virtual_consumption, "the daemon's default");
-    cache.warm().await;
-    let placement = PlacementClient::new(PlacementOptions {
-        endpoint: Some(placement_server::url().await.to_string()),
-        auth: PlacementAuth::AdminToken {
-            token: "admin".into(),
-        },
-        ..PlacementOptions::default()
-    })
-    .expect("placement client");
-    let manager = SchedulerManager::new(
-        nova_scheduler::app::build_scheduler(&config).expect("scheduler"),
-        store,
-        Arc::new(placement),
-        ManagerOptions {
-            max_placement_results: config.scheduler.max_placement_results,
-            default_availability_zone: config.default.default_availability_zone.clone(),
-            rng_seed: Some(1),
-            prefilters: PrefilterOptions::default(),
-            load_instance_system_metadata: false,
-            indexed_decision: c.indexed_decision,
-            read_allocations_ahead: c.read_allocations_ahead,
-            max_instances_per_request: 1000,
-            decision_ring_size: 0,
-        },
-    )
-    .with_cache(Arc::clone(&cache));
-    let refresher = tokio::spawn(Arc::clone(&cache).run(std::future::pending()));
-    (manager, refresher)
+        )
+        .expect("daemon nova.conf");
+        let daemon = Daemon::start(&conf, dir.join(format!("daemon-{tag}.log")), &[]);
+        daemon.wait_ready();
+        let client = TestClient::on(&format!("amqp://guest:guest@127.0.0.1:5672/{vhost}")).await;
+        RunningDaemon {
+            daemon,
+            client,
+            vhost,
+        }
+    }
+
+    /// One `select_destinations` (RPC 4.5): the chosen host of each instance, or the
+    /// failure's class.
+    async fn select(&mut self, spec: Value, uuids: &[String]) -> Result<Vec<String>, String> {
+        let reply = self
+            .client
+            .call(
+                "nova",
+                "scheduler",
+                "select_destinations",
+                json!({
+                    "spec_obj": spec,
+                    "instance_uuids": uuids,
+                    "return_objects": true,
+                    "return_alternates": false,
+                }),
+                "4.5",
+            )
+            .await;
+        if reply.inner["failure"] != Value::Null {
+            let failure = reply.inner["failure"].to_string();
+            return Err(if failure.contains("NoValidHost") {
+                "NoValidHost".into()
+            } else {
+                failure
+            });
+        }
+        Ok(reply.inner["result"]
+            .as_array()
+            .expect("selections")
+            .iter()
+            .map(|list| {
+                list[0]["nova_object.data"]["service_host"]
+                    .as_str()
+                    .expect("service_host")
+                    .to_string()
+            })
+            .collect())
+    }
+
+    fn stop(self) {
+        let log = self.daemon.log_text();
+        drop(self.daemon);
+        rabbitmqctl(&["delete_vhost", &self.vhost]);
+        assert!(!log.contains("panicked"), "{log}");
+    }
 }
 
 /// Runs the binary; its stdout.
@@ -372,25 +398,22 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
 
     // The daemon's decisions, one flavor at a time on a fresh copy of the cloud:
     // single-instance calls until the first NoValidHost.
-    for ((name, vcpus, mem, disk), report) in FLAVORS.iter().zip(&counted) {
-        let (manager, refresher) = daemon_like(&cloud).await;
+    for (f, ((name, vcpus, mem, disk), report)) in FLAVORS.iter().zip(&counted).enumerate() {
+        let mut daemon = RunningDaemon::start(&cloud, &dir, &format!("f{f}")).await;
         let mut placed = Vec::new();
         let mut consumers = Vec::new();
         loop {
             let u = vec![uuid()];
-            match select(
-                &manager,
-                cloud.spec((*vcpus, *mem, *disk), json!({}), &u),
-                &u,
-            )
-            .await
+            match daemon
+                .select(cloud.spec((*vcpus, *mem, *disk), json!({}), &u), &u)
+                .await
             {
-                Ok(s) => {
-                    placed.push(s[0][0].service_host.clone());
+                Ok(hosts) => {
+                    placed.push(hosts[0].clone());
                     consumers.push(u[0].clone());
                 }
-                Err(e) => {
-                    assert_eq!(e.class, "NoValidHost", "{name}: {e:?}");
+                Err(class) => {
+                    assert_eq!(class, "NoValidHost", "{name}");
                     break;
                 }
             }
@@ -408,7 +431,7 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
             "{name}"
         );
         assert_eq!(placed, first, "{name}: same hosts in the same order");
-        refresher.abort();
+        daemon.stop();
         for c in consumers {
             cloud.admin.delete_allocations(&c).await;
         }
@@ -450,7 +473,7 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         ],
     ))
     .expect("JSON");
-    let (manager, refresher) = daemon_like(&cloud).await;
+    let mut daemon = RunningDaemon::start(&cloud, &dir, "mix").await;
     let mut decided = Vec::new();
     for (r, req) in requests.as_array().unwrap().iter().enumerate() {
         let flavor = |k: &str, i: usize| {
@@ -474,17 +497,16 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
             json!({}),
             &u,
         );
-        match select(&manager, spec, &u).await {
-            Ok(s) => {
-                for (i, list) in s.iter().enumerate() {
-                    decided.push(json!({"request": r + 1, "instance": i + 1,
-                        "host": list[0].service_host}));
+        match daemon.select(spec, &u).await {
+            Ok(hosts) => {
+                for (i, host) in hosts.iter().enumerate() {
+                    decided.push(json!({"request": r + 1, "instance": i + 1, "host": host}));
                 }
             }
-            Err(e) => decided.push(json!({"request": r + 1, "error": e.class})),
+            Err(class) => decided.push(json!({"request": r + 1, "error": class})),
         }
     }
-    refresher.abort();
+    daemon.stop();
     let simulated: Vec<Value> = simulated["placements"]
         .as_array()
         .unwrap()
