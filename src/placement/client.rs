@@ -207,6 +207,16 @@ impl PlacementClient {
         query: &[(String, String)],
         global_request_id: Option<&str>,
     ) -> Result<AllocationCandidates, PlacementError> {
+        let answer = self.candidates_answer(query, global_request_id).await?;
+        AllocationCandidates::from_json(&answer.body)
+    }
+
+    /// The 200 answer of one `GET /allocation_candidates`.
+    async fn candidates_answer(
+        &self,
+        query: &[(String, String)],
+        global_request_id: Option<&str>,
+    ) -> Result<Answer, PlacementError> {
         let path = format!("/allocation_candidates?{}", encode_query(query));
         let answer = self
             .request(
@@ -220,7 +230,7 @@ impl PlacementClient {
         if answer.status != 200 {
             return Err(http_error(Method::GET, "/allocation_candidates", answer));
         }
-        AllocationCandidates::from_json(&answer.body)
+        Ok(answer)
     }
 
     /// [`Self::get_allocation_candidates`], with the answer's `provider_summaries`
@@ -232,19 +242,7 @@ impl PlacementClient {
         query: &[(String, String)],
         global_request_id: Option<&str>,
     ) -> Result<(AllocationCandidates, Map<String, Value>), PlacementError> {
-        let path = format!("/allocation_candidates?{}", encode_query(query));
-        let answer = self
-            .request(
-                Method::GET,
-                &path,
-                Some(CANDIDATES_VERSION),
-                None,
-                global_request_id,
-            )
-            .await?;
-        if answer.status != 200 {
-            return Err(http_error(Method::GET, "/allocation_candidates", answer));
-        }
+        let answer = self.candidates_answer(query, global_request_id).await?;
         let found = AllocationCandidates::from_json(&answer.body)?;
         let body = parse(&answer.body, "GET /allocation_candidates")?;
         let summaries = body
