@@ -106,6 +106,9 @@ async fn tls_with_the_right_ca_only() {
     check_connection(&tls_options(&rabbit, &pki.ca, true))
         .await
         .expect("TLS connection with the right CA");
+    // The checks' closed connections may stay listed by the broker for a while: the
+    // server's connections are the ones that appear after this listing.
+    let before_server = connections(&rabbit);
     let server = RpcServer::new(
         tls_options(&rabbit, &pki.ca, true),
         vec![Arc::new(Echo) as Arc<dyn Endpoint>],
@@ -172,24 +175,25 @@ async fn tls_with_the_right_ca_only() {
     assert_eq!(reply["result"], json!({"over": "tls"}));
     assert_eq!(reply["failure"], Value::Null);
 
-    // The server's connections (listener and replies) are the TLS ones. The checks'
-    // connections above were closed by the client; the broker may list one for a
-    // moment longer.
+    // The server's connections (listener and replies) are the new ones, over TLS; the
+    // only plain connection is this test's client.
     let tls_port = format!("-> 127.0.0.1:{}", rabbit.amqps_port.unwrap());
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
-        let listing = rabbit.ctl(&["list_connections", "ssl", "name"]);
-        let listing = String::from_utf8_lossy(&listing.stdout).to_string();
-        let tls_conns = listing
-            .lines()
-            .filter(|l| l.starts_with("true") && l.ends_with(&tls_port))
+        let now = connections(&rabbit);
+        let new: Vec<&(bool, String)> = now.difference(&before_server).collect();
+        let plain = now.iter().filter(|(tls, _)| !tls).count();
+        let new_tls = new
+            .iter()
+            .filter(|(tls, name)| *tls && name.ends_with(&tls_port))
             .count();
-        if tls_conns == 2 {
+        if new_tls == 2 && new.len() == 3 && plain == 1 {
             break;
         }
         assert!(
-            tls_conns > 2 && std::time::Instant::now() < deadline,
-            "listener and reply connections over TLS: {tls_conns}\n{listing}"
+            std::time::Instant::now() < deadline,
+            "expected the listener's and the reply's connections over TLS and one plain \
+             client connection; before the server: {before_server:?}, now: {now:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -204,4 +208,20 @@ async fn tls_with_the_right_ca_only() {
     tokio::task::spawn_blocking(move || drop(rabbit))
         .await
         .unwrap();
+}
+
+/// The broker's connections: `(over TLS, "client -> broker")`.
+fn connections(rabbit: &PrivateRabbit) -> std::collections::BTreeSet<(bool, String)> {
+    let listing = rabbit.ctl(&["list_connections", "ssl", "name"]);
+    String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (ssl, name) = line.split_once('\t')?;
+            match ssl {
+                "true" => Some((true, name.to_string())),
+                "false" => Some((false, name.to_string())),
+                _ => None,
+            }
+        })
+        .collect()
 }
