@@ -55,22 +55,6 @@ pub struct AskIndex {
     pub placement: Arc<PlacementClient>,
 }
 
-/// The kind of a fallback reason, for a metric label (the reason itself names
-/// traits, classes and values).
-fn fallback_kind(reason: &str) -> &'static str {
-    if reason.contains("nested") {
-        "nested_providers"
-    } else if reason.contains("sharing") {
-        "sharing_providers"
-    } else if reason.contains("not in the index") {
-        "not_in_index"
-    } else if reason.starts_with("limit") {
-        "limit"
-    } else {
-        "request_shape"
-    }
-}
-
 impl CandidateSource for AskIndex {
     fn ask<'a>(
         &'a self,
@@ -84,7 +68,7 @@ impl CandidateSource for AskIndex {
                     metrics.candidates_question("index", "");
                     return Ok((found, true));
                 }
-                Err(reason) => metrics.candidates_question("placement", fallback_kind(&reason.0)),
+                Err(reason) => metrics.candidates_question("placement", reason.kind.label()),
             }
             let found = self
                 .placement

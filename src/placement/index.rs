@@ -1,25 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The Placement fast path: a live local view of Placement's providers, inventories,
 //! usages, traits and aggregates, read-only from Placement's database
-//! (`[placement_database] connection`), from which the allocation candidates of the
-//! common request shape are computed locally. Placement is then asked only to
-//! commit the claim; its generation checks turn a stale view into a retry, never an
-//! overcommit.
+//! (`[placement_database] connection`), from which allocation candidates are
+//! computed locally for every request shape nova sends: provider trees, sharing
+//! providers, granular groups. Placement is then asked only to commit the claim; its
+//! generation checks turn a stale view into a retry, never an overcommit.
 //!
 //! - [`model`]: the index (pure data).
-//! - [`request`]: which `GET /allocation_candidates` queries are answered locally.
-//! - [`candidates`]: the local answer (pure), equal to Placement's without `limit`.
+//! - [`request`]: the `GET /allocation_candidates` query, read as Placement reads it.
+//! - [`candidates`]: the local answer (pure), equal to Placement's without `limit`;
+//!   the common flat shape directly, every other one through [`trees`].
 //! - [`loader`]: the full load and incremental refreshes.
 
 pub mod candidates;
 pub mod loader;
 pub mod model;
 pub mod request;
+pub mod trees;
 
 pub use candidates::local_candidates;
 pub use loader::{IndexError, IndexLoader, RefreshStats};
 pub use model::{Inventory, Provider, ProviderIndex};
-pub use request::{LocalRequest, Unsupported};
+pub use request::{FallbackKind, GroupPolicy, LocalRequest, RequestGroup, Unsupported};
 
 use crate::placement::AllocationCandidates;
 use std::sync::atomic::{AtomicU64, Ordering};

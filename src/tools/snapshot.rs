@@ -463,7 +463,7 @@ fn candidates(
             resources_from_request_spec(spec, &query, pinning, None).map_err(|e| e.to_string())?;
         let found = LocalRequest::from_params(&rr.query_params())
             .and_then(|req| local_candidates(index, &req))
-            .map_err(|e| format!("cannot be answered offline: {}", e.0))?;
+            .map_err(|e| format!("cannot be answered offline: {}", e.detail))?;
         Ok::<_, String>((found, rr.cpu_pinning_requested))
     };
     let (mut found, pinning) = ask(spec, true)?;

@@ -35,7 +35,7 @@ const ROUNDS: usize = 4;
 /// gunicorn workers and requests in flight while comparing.
 const WORKERS: usize = 3;
 const CONCURRENCY: usize = 6;
-const RATIOS: [f64; 10] = [1.0, 1.0, 1.5, 2.0, 16.0, 0.7, 1.1, 3.3, 0.9, 1.2345];
+pub(crate) const RATIOS: [f64; 10] = [1.0, 1.0, 1.5, 2.0, 16.0, 0.7, 1.1, 3.3, 0.9, 1.2345];
 const STANDARD_TRAITS: [&str; 4] = [
     "COMPUTE_STATUS_DISABLED",
     "HW_CPU_X86_AVX2",
@@ -45,13 +45,18 @@ const STANDARD_TRAITS: [&str; 4] = [
 const CUSTOM_TRAITS: [&str; 4] = ["CUSTOM_GOLD", "CUSTOM_SILVER", "CUSTOM_SSD", "CUSTOM_NUMA"];
 const CUSTOM_RC: &str = "CUSTOM_MAGIC";
 
-struct Api {
-    http: reqwest::Client,
-    url: String,
+pub(crate) struct Api {
+    pub(crate) http: reqwest::Client,
+    pub(crate) url: String,
 }
 
 impl Api {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.url))
@@ -67,13 +72,18 @@ impl Api {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
-    async fn ok(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn ok(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
         let (s, v) = self.call(method.clone(), path, body).await;
         assert!((200..300).contains(&s), "{method} {path}: {s} {v}");
         v
     }
 
-    async fn generation(&self, rp: &str) -> Value {
+    pub(crate) async fn generation(&self, rp: &str) -> Value {
         self.ok(
             reqwest::Method::GET,
             &format!("/resource_providers/{rp}"),
@@ -84,17 +94,17 @@ impl Api {
     }
 }
 
-fn uuid(rng: &mut StdRng) -> String {
+pub(crate) fn uuid(rng: &mut StdRng) -> String {
     uuid::Builder::from_random_bytes(rng.random())
         .into_uuid()
         .to_string()
 }
 
-fn pick<'a, T>(rng: &mut StdRng, items: &'a [T]) -> &'a T {
+pub(crate) fn pick<'a, T>(rng: &mut StdRng, items: &'a [T]) -> &'a T {
     &items[rng.random_range(0..items.len())]
 }
 
-fn subset<T: Clone>(rng: &mut StdRng, items: &[T], p: f64) -> Vec<T> {
+pub(crate) fn subset<T: Clone>(rng: &mut StdRng, items: &[T], p: f64) -> Vec<T> {
     items
         .iter()
         .filter(|_| rng.random_bool(p))
@@ -103,7 +113,7 @@ fn subset<T: Clone>(rng: &mut StdRng, items: &[T], p: f64) -> Vec<T> {
 }
 
 /// One inventory record with valid, varied limits.
-fn inventory(rng: &mut StdRng, total: i64) -> Value {
+pub(crate) fn inventory(rng: &mut StdRng, total: i64) -> Value {
     let reserved = if rng.random_bool(0.3) {
         rng.random_range(0..=total / 4)
     } else {
@@ -140,10 +150,10 @@ fn inventories(rng: &mut StdRng) -> Value {
 }
 
 /// The seeded world, as the test chose it.
-struct World {
+pub(crate) struct World {
     providers: Vec<String>,
-    aggregates: Vec<String>,
-    traits: Vec<String>,
+    pub(crate) aggregates: Vec<String>,
+    pub(crate) traits: Vec<String>,
     consumers: Vec<String>,
 }
 
@@ -279,7 +289,7 @@ async fn seed_provider(api: &Api, rng: &mut StdRng, world: &World, n: usize) -> 
 }
 
 /// A fitting random amount of one fresh inventory record, if any.
-fn fresh_amount(rng: &mut StdRng, i: &Value) -> Option<i64> {
+pub(crate) fn fresh_amount(rng: &mut StdRng, i: &Value) -> Option<i64> {
     let (step, min, max) = (
         i["step_size"].as_i64()?,
         i["min_unit"].as_i64()?,
@@ -462,7 +472,7 @@ fn request(rng: &mut StdRng, world: &World) -> Vec<(String, String)> {
 }
 
 /// Allocation requests as a set of canonical texts; summaries with sorted traits.
-fn normal(found: &Value) -> (BTreeSet<String>, BTreeMap<String, Value>) {
+pub(crate) fn normal(found: &Value) -> (BTreeSet<String>, BTreeMap<String, Value>) {
     let requests = found["allocation_requests"]
         .as_array()
         .into_iter()
@@ -515,7 +525,7 @@ fn normal(found: &Value) -> (BTreeSet<String>, BTreeMap<String, Value>) {
     (requests, summaries)
 }
 
-fn env_number(name: &str, default: u64) -> u64 {
+pub(crate) fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -524,7 +534,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 /// Placement's whole answer to `params`: the client keeps only what nova uses of
 /// the summaries (their keys), the comparison wants their bodies too.
-async fn ask(client: &Api, params: &[(String, String)]) -> Result<Value, String> {
+pub(crate) async fn ask(client: &Api, params: &[(String, String)]) -> Result<Value, String> {
     let query: String = params
         .iter()
         .map(|(k, v)| {
@@ -713,17 +723,7 @@ async fn local_candidates_equal_placement() {
         "{nonempty} of {done} non-empty"
     );
 
-    // A nested provider anywhere sends every request to Placement.
-    let parent = world.providers[0].clone();
-    let child = uuid(&mut rng);
-    api.ok(
-        reqwest::Method::POST,
-        "/resource_providers",
-        Some(json!({"name": format!("child-{child}"), "uuid": child, "parent_provider_uuid": parent})),
-    )
-    .await;
-    live.refresh().await.expect("refresh");
-    let params = request(&mut rng, &world);
-    assert!(live.candidates(&params).is_err());
-    assert_eq!(live.counts().fallback, 1);
+    // The same world grows provider forests and sharing pools: the general search.
+    crate::differential_placement_forest::compare(&api, &mut rng, &live, &fresh_loader, &world)
+        .await;
 }

@@ -23,6 +23,7 @@ mod venv;
 mod differential_filters;
 mod differential_numa;
 mod differential_pci;
+mod differential_placement_forest;
 mod differential_placement_index;
 mod differential_resource_request;
 mod differential_weighers;

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Allocation candidates computed from the index, as Placement computes them when no
-//! provider has a parent and none shares via aggregate (its single-provider path,
-//! `get_provider_ids_matching` + `_alloc_candidates_single_provider`): every root
-//! provider that alone satisfies the unsuffixed group. Pure.
+//! Allocation candidates computed from the index. The common shape (one unsuffixed
+//! group, no provider with a parent, none sharing via aggregate) takes Placement's
+//! single-provider path (`get_provider_ids_matching` +
+//! `_alloc_candidates_single_provider`): every root provider that alone satisfies
+//! the group, in compact form. Every other shape goes through [`super::trees`], the
+//! general search over provider trees, sharing providers and granular groups. Pure.
 
 use super::model::{Provider, ProviderIndex};
-use super::request::{LocalRequest, Unsupported};
+use super::request::{FallbackKind, LocalRequest, RequestGroup, Unsupported};
 use crate::model::AllocationCandidate;
 use crate::placement::AllocationCandidates;
 use serde_json::{json, Map, Value};
@@ -25,20 +27,29 @@ struct Resolved {
     root_forbidden: Vec<i64>,
 }
 
-fn trait_ids(index: &ProviderIndex, names: &BTreeSet<String>) -> Result<Vec<i64>, Unsupported> {
+pub(super) fn trait_ids(
+    index: &ProviderIndex,
+    names: &BTreeSet<String>,
+) -> Result<Vec<i64>, Unsupported> {
     names
         .iter()
         .map(|n| {
-            index
-                .traits
-                .id(n)
-                .ok_or_else(|| Unsupported(format!("trait {n} is not in the index")))
+            index.traits.id(n).ok_or_else(|| {
+                Unsupported::new(
+                    FallbackKind::NotInIndex,
+                    format!("trait {n} is not in the index"),
+                )
+            })
         })
         .collect()
 }
 
-fn resolve(index: &ProviderIndex, req: &LocalRequest) -> Result<Resolved, Unsupported> {
-    let resources = req
+fn resolve(
+    index: &ProviderIndex,
+    req: &LocalRequest,
+    group: &RequestGroup,
+) -> Result<Resolved, Unsupported> {
+    let resources = group
         .resources
         .iter()
         .map(|(rc, amount)| {
@@ -46,11 +57,16 @@ fn resolve(index: &ProviderIndex, req: &LocalRequest) -> Result<Resolved, Unsupp
                 .resource_classes
                 .id(rc)
                 .map(|id| (id, rc.clone(), *amount))
-                .ok_or_else(|| Unsupported(format!("resource class {rc} is not in the index")))
+                .ok_or_else(|| {
+                    Unsupported::new(
+                        FallbackKind::NotInIndex,
+                        format!("resource class {rc} is not in the index"),
+                    )
+                })
         })
         .collect::<Result<_, _>>()?;
     let mut member_of = Some(Vec::new());
-    for any_of in &req.member_of {
+    for any_of in &group.member_of {
         let known: BTreeSet<i64> = any_of
             .iter()
             .filter_map(|u| index.aggregates.id(u))
@@ -60,19 +76,21 @@ fn resolve(index: &ProviderIndex, req: &LocalRequest) -> Result<Resolved, Unsupp
             _ => member_of = None,
         }
     }
-    let tree_root =
-        match &req.in_tree {
-            Some(uuid) => Some(index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
-                Unsupported(format!("in_tree provider {uuid} is not in the index"))
-            })?),
-            None => None,
-        };
+    let tree_root = match &group.in_tree {
+        Some(uuid) => Some(index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
+            Unsupported::new(
+                FallbackKind::NotInIndex,
+                format!("in_tree provider {uuid} is not in the index"),
+            )
+        })?),
+        None => None,
+    };
     Ok(Resolved {
         resources,
-        required: trait_ids(index, &req.required)?,
-        forbidden: trait_ids(index, &req.forbidden)?,
+        required: trait_ids(index, &group.required)?,
+        forbidden: trait_ids(index, &group.forbidden)?,
         member_of,
-        forbidden_aggregates: req
+        forbidden_aggregates: group
             .forbidden_aggregates
             .iter()
             .filter_map(|u| index.aggregates.id(u))
@@ -131,28 +149,37 @@ impl Resolved {
 }
 
 /// The allocation candidates Placement would return for `req`, or why it must be
-/// asked instead: provider trees or sharing providers exist, or the request names
-/// something the index does not know (Placement answers 400 to unknown classes and
-/// traits; an unknown `in_tree` may be a provider newer than the index).
+/// asked instead: the request names something the index does not know (Placement
+/// answers 400 to unknown classes and traits; an unknown `in_tree` may be a provider
+/// newer than the index), or its answer depends on Python's set order.
 ///
-/// With `limit`, the first `limit` matching providers in provider id order. Placement
-/// also keeps the first `limit` of its list when `randomize_allocation_candidates` is
-/// off, but its list is in the order of Python sets of its request objects (their
-/// hash, seeded per process), which no other process can reproduce; any `limit` of
-/// the matches is as much Placement's answer as another. Truncating matters: nova
-/// weighs only what Placement returned (`max_placement_results`, 1000 by default),
-/// and so does the scheduler on this path.
+/// With `limit`, the first `limit` matches in the search's order (provider id order
+/// on the single-provider path). Placement also keeps the first `limit` of its list
+/// when `randomize_allocation_candidates` is off, but its list is in the order of a
+/// Python set of its request objects (their hash, seeded per process), which no
+/// other process can reproduce; any `limit` of the matches is as much Placement's
+/// answer as another. Truncating matters: nova weighs only what Placement returned
+/// (`max_placement_results`, 1000 by default), and so does the scheduler on this
+/// path.
 pub fn local_candidates(
     index: &ProviderIndex,
     req: &LocalRequest,
 ) -> Result<AllocationCandidates, Unsupported> {
-    if index.has_trees() {
-        return Err(Unsupported("nested resource providers exist".into()));
+    match req.single_unsuffixed_group() {
+        Some(group) if !index.has_trees() && !index.has_sharing() => {
+            single_provider_candidates(index, req, group)
+        }
+        _ => super::trees::candidates(index, req),
     }
-    if index.has_sharing() {
-        return Err(Unsupported("sharing resource providers exist".into()));
-    }
-    let resolved = resolve(index, req)?;
+}
+
+/// Every root provider that alone satisfies `group`, in provider id order.
+fn single_provider_candidates(
+    index: &ProviderIndex,
+    req: &LocalRequest,
+    group: &RequestGroup,
+) -> Result<AllocationCandidates, Unsupported> {
+    let resolved = resolve(index, req, group)?;
     // Every candidate allocates the same amounts: the `resources` object is built once
     // and cloned (this runs over every provider on every request).
     let mut resources = Map::with_capacity(resolved.resources.len());

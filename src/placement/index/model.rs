@@ -32,6 +32,12 @@ impl Inventory {
     /// filter (`used + amount <= (total - reserved) * ratio`, `min_unit`, `max_unit`,
     /// `step_size`) and then its Python check against the summary capacity.
     pub fn fits(&self, used: i64, amount: i64) -> bool {
+        self.fits_sql(used, amount) && used + amount <= self.summary_capacity()
+    }
+
+    /// Placement's SQL filter alone (`_capacity_check_clause`): the search for
+    /// providers with room; the Python check runs on the summed candidate.
+    pub fn fits_sql(&self, used: i64, amount: i64) -> bool {
         let Some(after) = used.checked_add(amount) else {
             return false;
         };
@@ -41,7 +47,6 @@ impl Inventory {
             && self.min_unit <= amount
             && amount <= self.max_unit
             && amount % self.step_size == 0
-            && after <= self.summary_capacity()
     }
 }
 

@@ -118,15 +118,44 @@ fn unsupported_shapes_and_worlds() {
             (k.to_string(), v.to_string()),
         ]
     };
-    assert!(LocalRequest::from_params(&q("resources1", "VCPU:1")).is_err());
+    let pairs = |q: &[(&str, &str)]| -> Vec<(String, String)> {
+        q.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert!(LocalRequest::from_params(&q("resources1", "VCPU:1")).is_ok());
+    // Placement's 400s: two granular groups without group_policy, a same_subtree
+    // naming no group, a resourceless group outside same_subtree, any-of traits
+    // before 1.39, a trait both required and forbidden, several member_of values
+    // without `in:`, an unknown parameter.
+    let two = [("resources1", "VCPU:1"), ("resources2", "VCPU:1")];
+    assert!(LocalRequest::from_params(&pairs(&two)).is_err());
+    let mut isolated = two.to_vec();
+    isolated.push(("group_policy", "isolate"));
+    assert!(LocalRequest::from_params(&pairs(&isolated)).is_ok());
     assert!(LocalRequest::from_params(&q("same_subtree", "_a,_b")).is_err());
+    assert!(LocalRequest::from_params(&q("required_a", "HW_X")).is_err());
+    let resourceless = [
+        ("resources_a", "VCPU:1"),
+        ("required_b", "HW_X"),
+        ("same_subtree", "_a,_b"),
+        ("group_policy", "none"),
+    ];
+    assert!(LocalRequest::from_params(&pairs(&resourceless)).is_ok());
+    // A resourceless group counts as a granular group for group_policy.
+    assert!(LocalRequest::from_params(&pairs(&resourceless[..3])).is_err());
+    assert!(LocalRequest::from_params(&q("required", "in:HW_X,CUSTOM_A")).is_err());
     assert!(LocalRequest::from_params(&q("required", "HW_X,!HW_X")).is_err());
     assert!(LocalRequest::from_params(&q("member_of", &format!("{AGG},{AGG}"))).is_err());
+    assert!(LocalRequest::from_params(&q("group_policy", "sometimes")).is_err());
+    assert!(LocalRequest::from_params(&q("resources_with space", "VCPU:1")).is_err());
     let mut index = index();
     let req = params(&[("resources", "VCPU:1"), ("required", "CUSTOM_UNKNOWN")]);
     assert!(local_candidates(&index, &req).is_err());
+    // A nested provider: answered by the general search.
     index.providers.get_mut(&2).unwrap().parent_id = Some(1);
-    assert!(local_candidates(&index, &params(&[("resources", "VCPU:1")])).is_err());
+    index.providers.get_mut(&2).unwrap().root_id = 1;
+    assert!(local_candidates(&index, &params(&[("resources", "VCPU:1")])).is_ok());
 }
 
 #[test]
@@ -226,4 +255,186 @@ async fn revert_after_a_usages_refresh_changes_nothing() {
     live.usages_epoch.fetch_add(1, Ordering::Relaxed);
     live.revert(&t);
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
+}
+
+/// cn1 (DISK_GB) with two NUMA children (VCPU, MEMORY_MB) and a NIC (bandwidth,
+/// CUSTOM_PHYSNET_A); cn2 with VCPU and MEMORY_MB only; a DISK_GB pool shared with
+/// cn2 through an aggregate.
+fn forest() -> ProviderIndex {
+    let mut index = ProviderIndex {
+        resource_classes: NameTable::from_rows([
+            (0, "VCPU".into()),
+            (1, "MEMORY_MB".into()),
+            (2, "DISK_GB".into()),
+            (3, "NET_BW_EGR_KILOBIT_PER_SEC".into()),
+        ]),
+        traits: NameTable::from_rows([
+            (1, "CUSTOM_PHYSNET_A".into()),
+            (2, "MISC_SHARES_VIA_AGGREGATE".into()),
+        ]),
+        aggregates: NameTable::from_rows([(7, AGG.into())]),
+        ..ProviderIndex::default()
+    };
+    let provider = |id: i64, parent: Option<i64>, root: i64, inv: Vec<(i64, Inventory)>| Provider {
+        id,
+        uuid: format!("00000000-0000-0000-0000-{id:012}"),
+        parent_id: parent,
+        root_id: root,
+        inventories: inv.into_iter().collect(),
+        ..Provider::default()
+    };
+    index.upsert(provider(1, None, 1, vec![(2, inv(100, 1.0))]));
+    index.upsert(provider(
+        2,
+        Some(1),
+        1,
+        vec![(0, inv(4, 1.0)), (1, inv(1000, 1.0))],
+    ));
+    index.upsert(provider(
+        3,
+        Some(1),
+        1,
+        vec![(0, inv(4, 1.0)), (1, inv(1000, 1.0))],
+    ));
+    index.upsert(provider(4, Some(1), 1, vec![(3, inv(1000, 1.0))]));
+    index.upsert(provider(
+        5,
+        None,
+        5,
+        vec![(0, inv(8, 1.0)), (1, inv(2000, 1.0))],
+    ));
+    index.upsert(provider(6, None, 6, vec![(2, inv(1000, 1.0))]));
+    index.providers.get_mut(&4).unwrap().traits.insert(1);
+    index.providers.get_mut(&6).unwrap().traits.insert(2);
+    index.providers.get_mut(&5).unwrap().aggregates.insert(7);
+    index.providers.get_mut(&6).unwrap().aggregates.insert(7);
+    index
+}
+
+/// Each candidate as `provider id:class:amount` items, sorted.
+fn spread(index: &ProviderIndex, q: &[(&str, &str)]) -> Vec<String> {
+    let found = local_candidates(index, &params(q)).unwrap();
+    let mut out: Vec<String> = found
+        .allocation_requests
+        .iter()
+        .map(|c| {
+            let mut items: Vec<String> = c.json()["allocations"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .flat_map(|(rp, a)| {
+                    let id = index.by_uuid[rp];
+                    a["resources"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .map(move |(rc, n)| format!("{id}:{rc}:{n}"))
+                })
+                .collect();
+            items.sort();
+            items.join(" ")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_unsuffixed_group_spreads_over_a_tree_and_sharing_providers() {
+    let index = forest();
+    let vcpu_mem = spread(&index, &[("resources", "MEMORY_MB:100,VCPU:2")]);
+    assert_eq!(
+        vcpu_mem,
+        [
+            "2:MEMORY_MB:100 2:VCPU:2",
+            "2:MEMORY_MB:100 3:VCPU:2",
+            "2:VCPU:2 3:MEMORY_MB:100",
+            "3:MEMORY_MB:100 3:VCPU:2",
+            "5:MEMORY_MB:100 5:VCPU:2",
+        ]
+    );
+    // cn2 takes its disk from the pool; the pool alone has no VCPU.
+    let with_disk = spread(&index, &[("resources", "DISK_GB:10,VCPU:1")]);
+    assert_eq!(
+        with_disk,
+        [
+            "1:DISK_GB:10 2:VCPU:1",
+            "1:DISK_GB:10 3:VCPU:1",
+            "5:VCPU:1 6:DISK_GB:10"
+        ]
+    );
+    let found = local_candidates(&index, &params(&[("resources", "DISK_GB:10,VCPU:1")])).unwrap();
+    // Summaries: every provider of each tree that gives resources.
+    let mut summarized: Vec<i64> = found
+        .provider_uuids
+        .iter()
+        .map(|u| index.by_uuid[u])
+        .collect();
+    summarized.sort();
+    assert_eq!(summarized, [1, 2, 3, 4, 5, 6]);
+}
+
+#[test]
+fn granular_groups_follow_group_policy_and_capacity() {
+    let index = forest();
+    let isolate = [
+        ("resources1", "VCPU:3"),
+        ("resources2", "VCPU:3"),
+        ("group_policy", "isolate"),
+    ];
+    assert_eq!(
+        spread(&index, &isolate),
+        ["2:VCPU:3 3:VCPU:3", "2:VCPU:3 3:VCPU:3"]
+    );
+    // Without isolation two groups may share a provider, within its capacity: 3 + 3
+    // fits cn2's 8 VCPU, not a NUMA cell's 4.
+    let none = [
+        ("resources1", "VCPU:3"),
+        ("resources2", "VCPU:3"),
+        ("group_policy", "none"),
+    ];
+    assert_eq!(
+        spread(&index, &none),
+        ["2:VCPU:3 3:VCPU:3", "2:VCPU:3 3:VCPU:3", "5:VCPU:6"]
+    );
+}
+
+#[test]
+fn same_subtree_ties_a_resourceless_group_to_the_device() {
+    let index = forest();
+    let q = [
+        ("resources_BW", "NET_BW_EGR_KILOBIT_PER_SEC:100"),
+        ("required_NET", "CUSTOM_PHYSNET_A"),
+        ("same_subtree", "_BW,_NET"),
+        ("group_policy", "none"),
+    ];
+    let found = local_candidates(&index, &params(&q)).unwrap();
+    assert_eq!(found.allocation_requests.len(), 1);
+    let nic = "00000000-0000-0000-0000-000000000004";
+    assert_eq!(
+        found.allocation_requests[0].json()["mappings"],
+        serde_json::json!({"_BW": [nic], "_NET": [nic]})
+    );
+    // Under isolate the resourceless group is a granular group like any other: it
+    // may not share the NIC.
+    let mut isolate = params(&q);
+    isolate.group_policy = Some(GroupPolicy::Isolate);
+    assert!(local_candidates(&index, &isolate)
+        .unwrap()
+        .allocation_requests
+        .is_empty());
+}
+
+#[test]
+fn answers_placement_leaves_to_set_order_go_to_placement() {
+    let index = forest();
+    let shared_class = params(&[("resources", "VCPU:1"), ("resources1", "VCPU:1")]);
+    assert!(local_candidates(&index, &shared_class).is_err());
+    let pool_alone = params(&[("resources", "DISK_GB:10"), ("resources1", "VCPU:1")]);
+    assert!(local_candidates(&index, &pool_alone).is_err());
+    // Under group_policy=none, or with the pool's disk the only group, it is answered.
+    let mut none = shared_class.clone();
+    none.group_policy = Some(GroupPolicy::None);
+    assert!(local_candidates(&index, &none).is_ok());
+    assert_eq!(spread(&index, &[("resources", "DISK_GB:10")]).len(), 2);
 }
