@@ -7,7 +7,8 @@ Run it with the stack's venv python after `scripts/stack.sh up` (or simply
 --seed only (uuids included), so every run of the same command gives the same
 cloud.
 
-Per host (named cmp00001, cmp00002, ...; spread round-robin over the cells):
+Per host (named cmp00001, cmp00002, ... (--name-prefix); spread round-robin over
+the cells):
   * services row: binary nova-compute, topic compute, version = nova's
     SERVICE_VERSION, last_seen_up = now (kept fresh by compute_heartbeat.py);
   * compute_nodes row: uuid, hypervisor_hostname = host name, sizes, usage
@@ -45,7 +46,16 @@ conformance tests expect is unchanged; drawn from a second RNG derived from
     every aggregate is mirrored into Placement (same uuid) as nova does;
   * --direct-host-mappings: write host_mappings (and compute_nodes.mapped) in
     SQL, as discover_hosts would, instead of running nova-manage (minutes at
-    tens of thousands of hosts).
+    tens of thousands of hosts);
+  * --nested: provider trees as nova-compute and neutron report them, and shared
+    disk: under each compute node provider a vGPU device (`<host>_pci_0000_81_00_0`,
+    VGPU 2 or 4) and an Open vSwitch agent (`<host>:Open vSwitch agent`) whose
+    bridge (`...:br-ex`) holds NET_BW_EGR/IGR_KILOBIT_PER_SEC with the traits
+    CUSTOM_PHYSNET_PUBLIC and CUSTOM_VNIC_TYPE_NORMAL; DISK_GB leaves the compute
+    nodes for one pool per 50 consecutive hosts (`shared-disk-N`, the sum of their
+    local_gb, trait MISC_SHARES_VIA_AGGREGATE), shared through a Placement
+    aggregate with those hosts. Existing instances then take their disk from
+    the pool.
 SQL goes in multi-row batches; Placement writes run --workers at a time.
 
 Writes <state>/cloud.json (every host with its role, cell and sizes) and prints
@@ -158,7 +168,7 @@ def make_hosts(args, cells):
         if role == "disabled":
             traits.append("COMPUTE_STATUS_DISABLED")
         hosts.append({
-            "name": f"cmp{i + 1:05d}",
+            "name": f"{args.name_prefix}{i + 1:05d}",
             "role": role,
             "cell": cell["name"],
             "cell_uuid": cell["uuid"],
@@ -243,6 +253,49 @@ def add_variety(args, hosts):
                 agg["hosts"].append(h["name"])
                 h["aggregates"].append(agg["uuid"])
     return instances, aggregates
+
+
+NESTED_POOL_HOSTS = 50
+NESTED_TRAITS = ("CUSTOM_PHYSNET_PUBLIC", "CUSTOM_VNIC_TYPE_NORMAL")
+
+
+def add_trees(args, hosts, instances):
+    """--nested (see the module doc): children under every host, DISK_GB pools
+    shared via aggregate. Drawn from an RNG of its own. Returns the pools."""
+    rng = random.Random(f"{args.seed}:nested")
+    new = lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    pools = []
+    for start in range(0, len(hosts), NESTED_POOL_HOSTS):
+        members = hosts[start:start + NESTED_POOL_HOSTS]
+        pool = {"name": f"shared-disk-{len(pools) + 1}", "uuid": new(), "aggregate": new(),
+                "disk_gb": sum(h["local_gb"] for h in members),
+                "hosts": [h["name"] for h in members]}
+        pools.append(pool)
+        for h in members:
+            h["pool"] = pool["uuid"]
+            h["placement_aggregates"] = [pool["aggregate"]]
+    by_name = {h["name"]: h for h in hosts}
+    for inst in instances:
+        inst["pool"] = by_name[inst["host"]]["pool"]
+    for h in hosts:
+        gpu = rng.choice([2, 4])
+        agent = new()
+        bandwidth = 10_000_000
+        h["children"] = [
+            {"name": f"{h['name']}_pci_0000_81_00_0", "uuid": new(), "parent": h["uuid"],
+             "inventories": {"VGPU": dict(total=gpu, reserved=0, min_unit=1, max_unit=gpu,
+                                          step_size=1, allocation_ratio=1.0)},
+             "traits": []},
+            {"name": f"{h['name']}:Open vSwitch agent", "uuid": agent, "parent": h["uuid"],
+             "inventories": {}, "traits": []},
+            {"name": f"{h['name']}:Open vSwitch agent:br-ex", "uuid": new(), "parent": agent,
+             "inventories": {
+                 rc: dict(total=bandwidth, reserved=0, min_unit=1, max_unit=bandwidth,
+                          step_size=1, allocation_ratio=1.0)
+                 for rc in ("NET_BW_EGR_KILOBIT_PER_SEC", "NET_BW_IGR_KILOBIT_PER_SEC")},
+             "traits": list(NESTED_TRAITS)},
+        ]
+    return pools
 
 
 def node_stats(h, instances_here):
@@ -406,24 +459,67 @@ class Placement:
             "MEMORY_MB": dict(total=h["memory_mb"], reserved=h["reserved_host_memory_mb"],
                               min_unit=1, max_unit=h["memory_mb"], step_size=1,
                               allocation_ratio=h["ram_allocation_ratio"]),
-            "DISK_GB": dict(total=h["local_gb"], reserved=0, min_unit=1, max_unit=h["local_gb"],
-                            step_size=1, allocation_ratio=h["disk_allocation_ratio"]),
         }
+        if not h.get("pool"):
+            inv["DISK_GB"] = dict(total=h["local_gb"], reserved=0, min_unit=1,
+                                  max_unit=h["local_gb"], step_size=1,
+                                  allocation_ratio=h["disk_allocation_ratio"])
         gen = self._put_with_generation(
             f"/resource_providers/{h['uuid']}/inventories", gen, {"inventories": inv})
         gen = self._put_with_generation(
             f"/resource_providers/{h['uuid']}/traits", gen, {"traits": h["traits"]})
-        if h.get("aggregates"):
-            # nova mirrors its host aggregates into Placement under the same uuid.
+        # nova mirrors its host aggregates into Placement under the same uuid; a
+        # disk pool's aggregate exists in Placement only.
+        aggregates = h.get("aggregates", []) + h.get("placement_aggregates", [])
+        if aggregates:
             self._put_with_generation(
-                f"/resource_providers/{h['uuid']}/aggregates", gen, {"aggregates": h["aggregates"]})
+                f"/resource_providers/{h['uuid']}/aggregates", gen, {"aggregates": aggregates})
+        for child in h.get("children", []):
+            self.create_child(child)
+
+    def create_pool(self, p):
+        """A DISK_GB pool shared through its aggregate."""
+        rp = self.call("POST", "/resource_providers", {"name": p["name"], "uuid": p["uuid"]})
+        gen = self._put_with_generation(
+            f"/resource_providers/{p['uuid']}/inventories", rp["generation"],
+            {"inventories": {"DISK_GB": dict(
+                total=p["disk_gb"], reserved=0, min_unit=1, max_unit=p["disk_gb"],
+                step_size=1, allocation_ratio=1.0)}})
+        gen = self._put_with_generation(
+            f"/resource_providers/{p['uuid']}/traits", gen,
+            {"traits": ["MISC_SHARES_VIA_AGGREGATE"]})
+        self._put_with_generation(
+            f"/resource_providers/{p['uuid']}/aggregates", gen, {"aggregates": [p["aggregate"]]})
+
+    def create_child(self, c):
+        """A provider under another, with its inventories and traits."""
+        rp = self.call("POST", "/resource_providers", {
+            "name": c["name"], "uuid": c["uuid"], "parent_provider_uuid": c["parent"]})
+        gen = rp["generation"]
+        if c["inventories"]:
+            gen = self._put_with_generation(
+                f"/resource_providers/{c['uuid']}/inventories", gen,
+                {"inventories": c["inventories"]})
+        if c["traits"]:
+            gen = self._put_with_generation(
+                f"/resource_providers/{c['uuid']}/traits", gen, {"traits": c["traits"]})
+        if c.get("aggregates"):
+            self._put_with_generation(
+                f"/resource_providers/{c['uuid']}/aggregates", gen,
+                {"aggregates": c["aggregates"]})
 
     def allocate(self, instances):
         """Allocations of existing instances, many consumers per POST /allocations."""
-        body = {i["uuid"]: {"allocations": {i["node_uuid"]: {"resources": {
-            "VCPU": i["vcpus"], "MEMORY_MB": i["memory_mb"], "DISK_GB": i["root_gb"]}}},
-            "project_id": i["project_id"], "user_id": i["user_id"], "consumer_generation": None}
-            for i in instances}
+        body = {}
+        for i in instances:
+            allocations = {i["node_uuid"]: {"resources": {
+                "VCPU": i["vcpus"], "MEMORY_MB": i["memory_mb"]}}}
+            if i.get("pool"):
+                allocations[i["pool"]] = {"resources": {"DISK_GB": i["root_gb"]}}
+            else:
+                allocations[i["node_uuid"]]["resources"]["DISK_GB"] = i["root_gb"]
+            body[i["uuid"]] = {"allocations": allocations, "project_id": i["project_id"],
+                               "user_id": i["user_id"], "consumer_generation": None}
         self.call("POST", "/allocations", body)
 
     def _put_with_generation(self, path, gen, body):
@@ -461,6 +557,10 @@ def main():
                     help="mean fill of enabled hosts by existing instances (0 = empty hosts)")
     ap.add_argument("--azs", type=int, default=0, help="availability zones (host aggregates)")
     ap.add_argument("--aggregates", type=int, default=0, help="more aggregates, without AZ")
+    ap.add_argument("--name-prefix", default="cmp",
+                    help="host names are this and a 5-digit number")
+    ap.add_argument("--nested", action="store_true",
+                    help="device and network children under every host, shared disk pools")
     ap.add_argument("--direct-host-mappings", action="store_true",
                     help="write host_mappings in SQL instead of running nova-manage discover_hosts")
     args = ap.parse_args()
@@ -486,6 +586,7 @@ def main():
 
     hosts = make_hosts(args, cells)
     instances, aggregates = add_variety(args, hosts)
+    pools = add_trees(args, hosts, instances) if args.nested else []
     instances_by_host = {}
     for inst in instances:
         instances_by_host.setdefault(inst["host"], []).append(inst)
@@ -508,6 +609,11 @@ def main():
 
     t1 = time.monotonic()
     placement = Placement(placement_url, token)
+    if args.nested:
+        for trait in NESTED_TRAITS:
+            placement.call("PUT", f"/traits/{trait}")
+        for p in pools:
+            placement.create_pool(p)
     with concurrent.futures.ThreadPoolExecutor(max(1, args.workers)) as pool:
         for fut in concurrent.futures.as_completed(
                 [pool.submit(placement.create_provider, h) for h in hosts]):
@@ -556,6 +662,7 @@ def main():
         "hosts": hosts,
         "instances": len(instances),
         "aggregates": [{k: v for k, v in a.items() if k != "share"} for a in aggregates],
+        "pools": pools,
     }
     path = os.path.join(args.state_dir, "cloud.json")
     with open(path, "w") as f:

@@ -12,6 +12,13 @@
 //! on the provider it was sent to, and no instance of a refused request holds one (no
 //! partial claim). Both daemons must have answered from the index (no fallback)
 //! and claimed each request with one `POST /allocations` (batched claims).
+//!
+//! The second scenario seeds provider trees (`seed_cloud.py --nested`: a vGPU device
+//! and an Open vSwitch bridge with bandwidth under every compute node, DISK_GB in a
+//! pool shared via aggregate) and asks for a vGPU and bandwidth in granular groups
+//! beside the unsuffixed group: each placed instance must hold exactly its flavor's
+//! classes, all within its host's tree and the pool. The two scenarios share the
+//! process's Placement and run one after the other.
 
 #[path = "common/daemon_proc.rs"]
 mod daemon_proc;
@@ -22,10 +29,13 @@ mod placement_server;
 #[path = "common/venv.rs"]
 mod venv;
 
-use daemon_proc::{nova_client, nova_conf_on, own_vhost, placement_section, seed_cloud, Daemon};
+use daemon_proc::{
+    nova_client, nova_conf_on, own_vhost, placement_section, seed_cloud_with, Daemon,
+};
 use serde_json::Value;
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Executor};
+use std::collections::BTreeSet;
 
 const REQUESTS: usize = 48;
 
@@ -40,6 +50,7 @@ from nova.scheduler import rpcapi
 from nova import exception
 n = int(sys.argv[3])
 flavor = H.make_flavor(4, 16384, 40)
+flavor.extra_specs.update(json.loads(sys.argv[4]))
 api = rpcapi.SchedulerAPI()
 def one(i):
     ctxt = H.user_context()
@@ -68,10 +79,51 @@ async fn get(http: &reqwest::Client, url: &str, path: &str) -> Value {
     resp.json().await.expect("json")
 }
 
+/// One race at a time: both use the process's Placement.
+static ONE_RACE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The resource classes of the nested scenario's flavor.
+const NESTED_CLASSES: [&str; 6] = [
+    "DISK_GB",
+    "MEMORY_MB",
+    "NET_BW_EGR_KILOBIT_PER_SEC",
+    "NET_BW_IGR_KILOBIT_PER_SEC",
+    "VCPU",
+    "VGPU",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
+    let _one = ONE_RACE.lock().await;
+    race("nsrs_fastpath_race", 11, &[], "{}").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_never_overcommit_across_provider_trees() {
+    let _one = ONE_RACE.lock().await;
+    let extra_specs = serde_json::json!({
+        "resources1:VGPU": "1",
+        "resources2:NET_BW_EGR_KILOBIT_PER_SEC": "1000",
+        "resources2:NET_BW_IGR_KILOBIT_PER_SEC": "1000",
+        "trait2:CUSTOM_PHYSNET_PUBLIC": "required",
+        "trait2:CUSTOM_VNIC_TYPE_NORMAL": "required",
+        "group_policy": "none",
+    });
+    // Placement is the process's: other host names and uuids than the flat race's.
+    let seed_args = ["--nested", "--name-prefix", "nst"];
+    race(
+        "nsrs_fastpath_nested",
+        12,
+        &seed_args,
+        &extra_specs.to_string(),
+    )
+    .await;
+}
+
+async fn race(name: &str, seed: u32, seed_args: &[&str], extra_specs: &str) {
+    let nested = !seed_args.is_empty();
     let venv = venv::find();
-    let prefix = nova_schema::tagged("nsrs_fastpath_race");
+    let prefix = nova_schema::tagged(name);
     let dir = nova_schema::create(&venv, &prefix, &["cell1"])
         .await
         .expect("nova-manage schema");
@@ -84,7 +136,7 @@ async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
     );
     let client_conf = dir.join("client.conf");
     std::fs::write(&client_conf, &common).expect("client.conf");
-    seed_cloud(&venv, &client_conf, &dir, 4, 11);
+    seed_cloud_with(&venv, &client_conf, &dir, 4, seed, seed_args);
     let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
         .await
         .expect("cell db");
@@ -120,7 +172,12 @@ async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
         assert!(text.contains("placement fast path on"), "{text}");
     }
 
-    let out = nova_client(&venv, CLIENT, &client_conf, &[REQUESTS.to_string()]);
+    let out = nova_client(
+        &venv,
+        CLIENT,
+        &client_conf,
+        &[REQUESTS.to_string(), extra_specs.to_string()],
+    );
     assert!(
         out.status.success(),
         "a request was not answered with a placement or NoValidHost: {}",
@@ -143,6 +200,36 @@ async fn two_daemons_never_overcommit_and_leave_no_partial_claim() {
             let allocs = get(&http, placement, &format!("/allocations/{uuid}")).await;
             let held: Vec<&String> = allocs["allocations"].as_object().unwrap().keys().collect();
             match targets {
+                Some(t) if nested => {
+                    let target = t[n].as_str().unwrap();
+                    let tree = get(
+                        &http,
+                        placement,
+                        &format!("/resource_providers?in_tree={target}"),
+                    )
+                    .await;
+                    let tree: BTreeSet<&str> = tree["resource_providers"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter_map(|rp| rp["uuid"].as_str())
+                        .collect();
+                    assert!(held.iter().any(|rp| *rp == target), "{uuid}: {allocs}");
+                    let pools = held.iter().filter(|rp| !tree.contains(rp.as_str())).count();
+                    assert!(pools <= 1, "{uuid} holds outside its host's tree: {allocs}");
+                    let classes: BTreeSet<&str> = allocs["allocations"]
+                        .as_object()
+                        .unwrap()
+                        .values()
+                        .flat_map(|a| a["resources"].as_object().unwrap().keys())
+                        .map(String::as_str)
+                        .collect();
+                    assert_eq!(
+                        classes,
+                        BTreeSet::from(NESTED_CLASSES),
+                        "instance {uuid} of a placed request: {allocs}"
+                    );
+                }
                 Some(t) => {
                     let target = t[n].as_str().unwrap();
                     assert_eq!(held, vec![target], "instance {uuid} of a placed request");

@@ -49,6 +49,18 @@ pub fn placement_section(url: &str) -> String {
 /// Seeds `hosts` compute hosts in one cell (none big, none disabled) with
 /// `scripts/seed_cloud.py` reading `conf`; its state files go to `dir`.
 pub fn seed_cloud(venv: &Path, conf: &Path, dir: &Path, hosts: u32, seed: u32) {
+    seed_cloud_with(venv, conf, dir, hosts, seed, &[]);
+}
+
+/// [`seed_cloud`] with more of `seed_cloud.py`'s options (`--nested`, ...).
+pub fn seed_cloud_with(
+    venv: &Path,
+    conf: &Path,
+    dir: &Path,
+    hosts: u32,
+    seed: u32,
+    extra: &[&str],
+) {
     let out = Command::new(venv.join("bin/python"))
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -65,6 +77,7 @@ pub fn seed_cloud(venv: &Path, conf: &Path, dir: &Path, hosts: u32, seed: u32) {
             "0",
         ])
         .args(["--disabled-hosts", "0", "--seed", &seed.to_string()])
+        .args(extra)
         .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
         .output()
         .expect("seed_cloud.py");

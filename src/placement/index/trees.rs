@@ -463,20 +463,24 @@ impl Search<'_> {
         }
         let trees = trees.unwrap_or_default();
         let amounts: BTreeMap<i64, i64> = g.resources.iter().copied().collect();
+        // Providers per anchor per resource class.
+        let mut by_anchor: BTreeMap<i64, BTreeMap<i64, Vec<i64>>> = BTreeMap::new();
+        for (rc, pairs) in &by_rc {
+            for &(p, anchor) in pairs {
+                if trees.contains(&anchor) {
+                    by_anchor
+                        .entry(anchor)
+                        .or_default()
+                        .entry(*rc)
+                        .or_default()
+                        .push(p);
+                }
+            }
+        }
         let mut found = Vec::new();
-        for &anchor in &trees {
+        for (anchor, per_rc) in by_anchor {
             // One provider list per resource class, in class id order.
-            let lists: Vec<(i64, Vec<i64>)> = by_rc
-                .iter()
-                .map(|(rc, pairs)| {
-                    let providers = pairs
-                        .iter()
-                        .filter(|&&(_, a)| a == anchor)
-                        .map(|&(p, _)| p)
-                        .collect();
-                    (*rc, providers)
-                })
-                .collect();
+            let lists: Vec<(i64, Vec<i64>)> = per_rc.into_iter().collect();
             let combinations = lists
                 .iter()
                 .try_fold(1usize, |n, (_, l)| n.checked_mul(l.len()))
