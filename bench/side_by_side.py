@@ -148,7 +148,7 @@ def seed_args(args, n):
             "--big-hosts", str(max(2, special)), "--disabled-hosts", str(max(2, special)),
             "--down-hosts", str(special), "--usage", str(args.usage), "--azs", str(args.azs),
             "--aggregates", str(args.aggregates), "--direct-host-mappings",
-            "--workers", str(args.placement_workers)]
+            "--workers", str(args.placement_workers)] + (["--nested"] if args.nested else [])
 
 
 # --- one scheduler ----------------------------------------------------------------
@@ -296,6 +296,9 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
         out["vm_hwm_kb_sum"] = sum(hwm.values())
         out["processes"] = len(hwm)
         out["alive_at_end"] = sched.alive()
+        # Candidates questions the provider index left to Placement (ours-fast).
+        out["candidates_fallbacks"] = logpath.read_text(errors="replace").count(
+            "fallback to Placement") if logpath.exists() else None
     finally:
         if scraper is not None:
             out["scrapes"] = scraper.close()
@@ -307,7 +310,7 @@ def measure_cloud(args, state, venv, n):
     """The schedulers, one after the other, on the cloud seeded now: --rounds
     times, the order reversed every other round (nova, ours, ours, nova for two),
     then pooled per scheduler."""
-    load = L.Load(state, tuple(int(x) for x in args.flavor.split(",")))
+    load = L.Load(state, tuple(int(x) for x in args.flavor.split(",")), nested=args.nested)
     transport_url = load.conf["DEFAULT"]["transport_url"]
     run = {"hosts": n, "allocation_candidates_ms": allocation_candidates_ms(load), "schedulers": []}
     names = args.schedulers.split(",")
@@ -454,12 +457,17 @@ def sync_instance_info(load):
 def allocation_candidates_ms(load, n=5):
     """Median time of Placement's GET /allocation_candidates for the bench
     flavor, asked the way nova asks it (limit = max_placement_results)."""
-    q = load.H.resources_query(load.flavor)
+    query = {"resources": load.H.resources_query(load.flavor),
+             "root_required": "OWNER_NOVA,!COMPUTE_STATUS_DISABLED", "limit": 1000}
+    if load.nested:
+        query.update({"resources1": "VGPU:1",
+                      "resources2": "NET_BW_EGR_KILOBIT_PER_SEC:1000,NET_BW_IGR_KILOBIT_PER_SEC:1000",
+                      "required2": "CUSTOM_PHYSNET_PUBLIC,CUSTOM_VNIC_TYPE_NORMAL",
+                      "group_policy": "none"})
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        load.placement.get("/allocation_candidates", resources=q,
-                           root_required="OWNER_NOVA,!COMPUTE_STATUS_DISABLED", limit=1000)
+        load.placement.get("/allocation_candidates", **query)
         times.append(time.perf_counter() - t0)
     return round(statistics.median(times) * 1000, 1)
 
@@ -562,8 +570,9 @@ def markdown(results):
     lines.append("")
     lines.append("| hosts | scheduler | round | ready | first answer | peak RSS (largest process) "
                  "| RSS sum of group | Placement CPU/call (single) | MariaDB CPU/call (single) "
-                 "| GET /allocation_candidates | Placement's own time/call (single) |")
-    lines.append("|" + "---|" * 11)
+                 "| GET /allocation_candidates | Placement's own time/call (single) "
+                 "| candidates left to Placement by the index |")
+    lines.append("|" + "---|" * 12)
     for run in results["runs"]:
         for s in run["schedulers"]:
             single = next((p for p in s["phases"] if p["phase"] == "single"), {})
@@ -574,7 +583,8 @@ def markdown(results):
                 f"({s['processes']} proc) | {single.get('placement_cpu_ms_per_call', '-')} ms "
                 f"| {single.get('mariadb_cpu_ms_per_call', '-')} ms "
                 f"| {run['allocation_candidates_ms']} ms "
-                f"| {(single.get('placement_own') or {}).get('ms_per_call', '-')} ms |")
+                f"| {(single.get('placement_own') or {}).get('ms_per_call', '-')} ms "
+                f"| {s.get('candidates_fallbacks', '-') if s['scheduler'].startswith('ours-fast') else '-'} |")
     def who(s):
         return s["scheduler"] if rounds == 1 else f"{s['scheduler']} (round {s.get('round', 1)})"
 
@@ -619,6 +629,9 @@ def main():
                     help="another nova-scheduler-rs binary, run as 'ours-baseline' (for example "
                          "the build before a change, measured in the same rounds as the change)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--nested", action="store_true",
+                    help="seed provider trees and shared disk pools (seed_cloud.py --nested) "
+                         "and ask for a vGPU and bandwidth in granular groups")
     ap.add_argument("--usage", type=float, default=0.4)
     ap.add_argument("--azs", type=int, default=3)
     ap.add_argument("--aggregates", type=int, default=4)

@@ -70,9 +70,10 @@ struct Group<'r> {
 /// What the whole search shares.
 struct Search<'a> {
     index: &'a ProviderIndex,
-    sharing_trait: Option<i64>,
-    /// Providers sharing via aggregate.
-    sharing: BTreeSet<i64>,
+    /// Providers sharing via aggregate, with the roots they share with
+    /// (`anchors_for_sharing_providers`: the root of every provider in one of their
+    /// aggregates, their own included; none without aggregates).
+    sharing: BTreeMap<i64, BTreeSet<i64>>,
     has_trees: bool,
     /// Roots allowed by `root_required`; `None` without it.
     anchors: Option<BTreeSet<i64>>,
@@ -112,17 +113,9 @@ fn search(index: &ProviderIndex, req: &LocalRequest) -> Result<AllocationCandida
         .into());
     }
     let sharing_trait = index.traits.id(SHARING_TRAIT);
-    let sharing: BTreeSet<i64> = match sharing_trait {
-        Some(t) => index
-            .providers
-            .values()
-            .filter(|p| p.traits.contains(&t))
-            .map(|p| p.id)
-            .collect(),
-        None => BTreeSet::new(),
-    };
+    let sharing = sharing_anchors(index, sharing_trait);
     if let Some(&p) = sharing
-        .iter()
+        .keys()
         .find(|id| index.providers[id].parent_id.is_some())
     {
         return Err(Unsupported::new(
@@ -153,7 +146,6 @@ fn search(index: &ProviderIndex, req: &LocalRequest) -> Result<AllocationCandida
     };
     let search = Search {
         index,
-        sharing_trait,
         sharing,
         has_trees: index.has_trees(),
         anchors,
@@ -208,6 +200,48 @@ fn shared_class_summed_in_place(req: &LocalRequest) -> Option<&str> {
         }
     }
     None
+}
+
+/// Every sharing provider with the roots it shares with, from one pass over the
+/// providers' aggregates.
+fn sharing_anchors(
+    index: &ProviderIndex,
+    sharing_trait: Option<i64>,
+) -> BTreeMap<i64, BTreeSet<i64>> {
+    let Some(t) = sharing_trait else {
+        return BTreeMap::new();
+    };
+    let sharing: Vec<&Provider> = index
+        .providers
+        .values()
+        .filter(|p| p.traits.contains(&t))
+        .collect();
+    if sharing.is_empty() {
+        return BTreeMap::new();
+    }
+    let wanted: BTreeSet<i64> = sharing
+        .iter()
+        .flat_map(|p| p.aggregates.iter().copied())
+        .collect();
+    let mut roots_by_aggregate: BTreeMap<i64, BTreeSet<i64>> = BTreeMap::new();
+    for q in index.providers.values() {
+        for a in q.aggregates.intersection(&wanted) {
+            roots_by_aggregate.entry(*a).or_default().insert(q.root_id);
+        }
+    }
+    sharing
+        .into_iter()
+        .map(|p| {
+            let anchors = p
+                .aggregates
+                .iter()
+                .filter_map(|a| roots_by_aggregate.get(a))
+                .flatten()
+                .copied()
+                .collect();
+            (p.id, anchors)
+        })
+        .collect()
 }
 
 fn resolve<'r>(index: &ProviderIndex, g: &'r RequestGroup) -> Result<Group<'r>, Stop> {
@@ -325,20 +359,6 @@ impl Search<'_> {
             .collect()
     }
 
-    /// The roots of every provider in an aggregate with sharing provider `id`.
-    fn sharing_anchors(&self, id: i64) -> BTreeSet<i64> {
-        let aggregates = &self.provider(id).aggregates;
-        if aggregates.is_empty() {
-            return BTreeSet::new();
-        }
-        self.index
-            .providers
-            .values()
-            .filter(|q| q.aggregates.intersection(aggregates).next().is_some())
-            .map(|q| q.root_id)
-            .collect()
-    }
-
     /// `get_provider_ids_matching` + `_alloc_candidates_single_provider`.
     fn single_provider(&self, g: &Group<'_>) -> Result<Vec<GroupAnswer>, Stop> {
         let filtered = |p: &Provider| {
@@ -387,9 +407,8 @@ impl Search<'_> {
                     .collect(),
                 providers: BTreeSet::from([p.id]),
             };
-            let shares = self.sharing_trait.is_some_and(|t| p.traits.contains(&t));
-            if shares {
-                for anchor in self.sharing_anchors(p.id) {
+            if let Some(anchors) = self.sharing.get(&p.id) {
+                for &anchor in anchors {
                     if anchor != p.root_id && self.anchor_allowed(anchor) {
                         found.push(GroupAnswer {
                             anchor,
@@ -434,10 +453,11 @@ impl Search<'_> {
             let mut found: BTreeSet<(i64, i64)> = with_resource.iter().copied().collect();
             if g.tree_root.is_none() {
                 for &(p, _) in &with_resource {
-                    let sharing = self.sharing.contains(&p)
-                        && g.in_aggregates.as_ref().is_none_or(|m| m.contains(&p));
-                    if sharing {
-                        found.extend(self.sharing_anchors(p).into_iter().map(|a| (p, a)));
+                    let Some(anchors) = self.sharing.get(&p) else {
+                        continue;
+                    };
+                    if g.in_aggregates.as_ref().is_none_or(|m| m.contains(&p)) {
+                        found.extend(anchors.iter().map(|&a| (p, a)));
                     }
                 }
             }
