@@ -3,11 +3,10 @@
 //! `allocation_requests`), as a host state carries it.
 //!
 //! Placement's own answers are kept as the JSON it sent. The local provider index
-//! produces one candidate per matching root provider on every request, and the
-//! decision reads the JSON of only a few of them (the chosen host and its
-//! alternates; the NUMA and PCI filters when the request has such resources), so
-//! those candidates hold the provider and the request's shared resources and build
-//! their JSON on first read.
+//! produces one candidate per matching tree on every request, and the decision reads
+//! the JSON of only a few of them (the chosen host and its alternates; the NUMA and
+//! PCI filters when the request has such resources), so those candidates hold their
+//! providers, classes and amounts and build their JSON on first read.
 
 use serde_json::{Map, Value};
 use std::sync::{Arc, OnceLock};
@@ -28,7 +27,18 @@ enum Repr {
         resources: Arc<Map<String, Value>>,
         json: OnceLock<Value>,
     },
+    /// Amounts from several providers and the providers of each request group.
+    Spread {
+        allocations: SpreadAllocations,
+        mappings: SpreadMappings,
+        json: OnceLock<Value>,
+    },
 }
+
+/// `(provider, [(resource class, amount)])` per provider, in order.
+pub type SpreadAllocations = Vec<(Arc<str>, Vec<(Arc<str>, i64)>)>;
+/// `(group suffix, [provider])` per request group, in order.
+pub type SpreadMappings = Vec<(Arc<str>, Vec<Arc<str>>)>;
 
 impl AllocationCandidate {
     /// A candidate as Placement sent it.
@@ -45,6 +55,16 @@ impl AllocationCandidate {
         })
     }
 
+    /// Amounts from several providers (`allocations`) for request groups mapped to
+    /// providers (`mappings`); the JSON is built on first read.
+    pub fn spread(allocations: SpreadAllocations, mappings: SpreadMappings) -> Self {
+        AllocationCandidate(Repr::Spread {
+            allocations,
+            mappings,
+            json: OnceLock::new(),
+        })
+    }
+
     /// The allocation request as Placement writes it.
     pub fn json(&self) -> &Value {
         match &self.0 {
@@ -54,6 +74,11 @@ impl AllocationCandidate {
                 resources,
                 json,
             } => json.get_or_init(|| single_provider_json(provider, resources)),
+            Repr::Spread {
+                allocations,
+                mappings,
+                json,
+            } => json.get_or_init(|| spread_json(allocations, mappings)),
         }
     }
 
@@ -67,6 +92,13 @@ impl AllocationCandidate {
             } => json
                 .into_inner()
                 .unwrap_or_else(|| single_provider_json(&provider, &resources)),
+            Repr::Spread {
+                allocations,
+                mappings,
+                json,
+            } => json
+                .into_inner()
+                .unwrap_or_else(|| spread_json(&allocations, &mappings)),
         }
     }
 
@@ -91,6 +123,9 @@ impl AllocationCandidate {
     pub fn providers(&self) -> Vec<Arc<str>> {
         match &self.0 {
             Repr::SingleProvider { provider, .. } => vec![Arc::clone(provider)],
+            Repr::Spread { allocations, .. } => {
+                allocations.iter().map(|(p, _)| Arc::clone(p)).collect()
+            }
             Repr::Json(v) => v
                 .get("allocations")
                 .and_then(Value::as_object)
@@ -113,6 +148,33 @@ fn single_provider_json(provider: &str, resources: &Map<String, Value>) -> Value
     let mut request = Map::with_capacity(2);
     request.insert("allocations".to_string(), Value::Object(allocations));
     request.insert("mappings".to_string(), Value::Object(mappings));
+    Value::Object(request)
+}
+
+fn spread_json(allocations: &SpreadAllocations, mappings: &SpreadMappings) -> Value {
+    let mut by_provider = Map::with_capacity(allocations.len());
+    for (provider, amounts) in allocations {
+        let resources: Map<String, Value> = amounts
+            .iter()
+            .map(|(rc, n)| (rc.to_string(), Value::from(*n)))
+            .collect();
+        let mut body = Map::with_capacity(1);
+        body.insert("resources".to_string(), Value::Object(resources));
+        by_provider.insert(provider.to_string(), Value::Object(body));
+    }
+    let groups: Map<String, Value> = mappings
+        .iter()
+        .map(|(suffix, providers)| {
+            let list = providers
+                .iter()
+                .map(|p| Value::String(p.to_string()))
+                .collect();
+            (suffix.to_string(), Value::Array(list))
+        })
+        .collect();
+    let mut request = Map::with_capacity(2);
+    request.insert("allocations".to_string(), Value::Object(by_provider));
+    request.insert("mappings".to_string(), Value::Object(groups));
     Value::Object(request)
 }
 
@@ -172,6 +234,33 @@ mod tests {
         assert_eq!(c.providers(), vec![Arc::<str>::from("rp-1")]);
         assert_eq!(c.clone().into_json(), want);
         assert_eq!(c, AllocationCandidate::from_json(want));
+    }
+
+    #[test]
+    fn a_spread_candidate_reads_as_placement_writes_it() {
+        let c = AllocationCandidate::spread(
+            vec![
+                (
+                    "cn".into(),
+                    vec![("VCPU".into(), 2), ("MEMORY_MB".into(), 512)],
+                ),
+                ("gpu".into(), vec![("VGPU".into(), 1)]),
+            ],
+            vec![
+                ("".into(), vec!["cn".into()]),
+                ("1".into(), vec!["gpu".into()]),
+            ],
+        );
+        let want = json!({
+            "allocations": {
+                "cn": {"resources": {"VCPU": 2, "MEMORY_MB": 512}},
+                "gpu": {"resources": {"VGPU": 1}},
+            },
+            "mappings": {"": ["cn"], "1": ["gpu"]},
+        });
+        assert_eq!(c.json(), &want);
+        assert_eq!(c.providers(), vec![Arc::<str>::from("cn"), "gpu".into()]);
+        assert_eq!(c.clone().into_json(), want);
     }
 
     #[test]

@@ -34,8 +34,7 @@ use super::model::{Provider, ProviderIndex, SHARING_TRAIT};
 use super::request::{FallbackKind, GroupPolicy, LocalRequest, RequestGroup, Unsupported};
 use crate::model::AllocationCandidate;
 use crate::placement::AllocationCandidates;
-use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Above this many combinations of one group's providers, or of the groups'
@@ -590,8 +589,16 @@ impl Search<'_> {
                 let keep = (!isolate || self.isolated(groups, &chosen, granular))
                     && self.same_subtrees(req, groups, &chosen);
                 if keep {
-                    let candidate = Merged::of(groups, &chosen);
-                    if !self.exceeds_capacity(&candidate) && seen.insert(candidate.clone()) {
+                    let candidate = Merged::of(&chosen);
+                    // Only sharing providers can give one answer in several trees:
+                    // any other provider ties it to its own root.
+                    let unique = candidate
+                        .amounts
+                        .keys()
+                        .any(|(p, _)| !self.sharing.contains_key(p));
+                    if !self.exceeds_capacity(&candidate)
+                        && (unique || seen.insert(candidate.clone()))
+                    {
                         merged.push(candidate);
                     }
                 }
@@ -680,58 +687,70 @@ impl Search<'_> {
             .filter(|p| roots.contains(&p.root_id))
             .map(|p| p.uuid.clone())
             .collect();
-        let allocation_requests = merged.iter().map(|m| self.candidate(m)).collect();
+        // One shared string per provider, class and suffix across the candidates.
+        let mut names = Names::default();
+        let allocation_requests = merged
+            .iter()
+            .map(|m| self.candidate(req, m, &mut names))
+            .collect();
         AllocationCandidates {
             allocation_requests,
             provider_uuids,
         }
     }
 
-    /// The allocation request as Placement writes it at 1.34+.
-    fn candidate(&self, m: &Merged) -> AllocationCandidate {
-        let uuid = |p: i64| self.provider(p).uuid.clone();
-        let rc_name = |rc: i64| {
-            self.index
-                .resource_classes
-                .name(rc)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let mut allocations: BTreeMap<i64, Map<String, Value>> = BTreeMap::new();
+    /// The allocation request as Placement writes it at 1.34+, its JSON built when
+    /// read.
+    fn candidate(&self, req: &LocalRequest, m: &Merged, names: &mut Names) -> AllocationCandidate {
+        let mut allocations: Vec<(Arc<str>, Vec<(Arc<str>, i64)>)> = Vec::new();
+        let mut last = None;
         for (&(p, rc), &amount) in &m.amounts {
-            allocations
-                .entry(p)
-                .or_default()
-                .insert(rc_name(rc), Value::from(amount));
-        }
-        if let ([(suffix, providers)], [(&p, resources)]) = (
-            m.mappings.as_slice(),
-            allocations.iter().collect::<Vec<_>>().as_slice(),
-        ) {
-            if suffix.is_empty() && providers.len() == 1 && providers.contains(&p) {
-                return AllocationCandidate::single_provider(
-                    Arc::from(uuid(p).as_str()),
-                    Arc::new((*resources).clone()),
-                );
+            if last != Some(p) {
+                allocations.push((names.provider(self.index, p), Vec::new()));
+                last = Some(p);
+            }
+            if let Some((_, amounts)) = allocations.last_mut() {
+                amounts.push((names.class(self.index, rc), amount));
             }
         }
-        let mut allocations_json = Map::new();
-        for (p, resources) in allocations {
-            let mut body = Map::new();
-            body.insert("resources".into(), Value::Object(resources));
-            allocations_json.insert(uuid(p), Value::Object(body));
-        }
-        let mut mappings = Map::new();
-        for (suffix, providers) in &m.mappings {
-            mappings.insert(
-                suffix.clone(),
-                Value::Array(providers.iter().map(|&p| Value::from(uuid(p))).collect()),
-            );
-        }
-        let mut json = Map::new();
-        json.insert("allocations".into(), Value::Object(allocations_json));
-        json.insert("mappings".into(), Value::Object(mappings));
-        AllocationCandidate::from_json(Value::Object(json))
+        let mappings = req
+            .groups
+            .iter()
+            .zip(&m.mappings)
+            .map(|(g, providers)| {
+                let list = providers
+                    .iter()
+                    .map(|&p| names.provider(self.index, p))
+                    .collect();
+                (Arc::from(g.suffix.as_str()), list)
+            })
+            .collect();
+        AllocationCandidate::spread(allocations, mappings)
+    }
+}
+
+/// Shared names for the candidates of one answer.
+#[derive(Default)]
+struct Names {
+    providers: HashMap<i64, Arc<str>>,
+    classes: HashMap<i64, Arc<str>>,
+}
+
+impl Names {
+    fn provider(&mut self, index: &ProviderIndex, id: i64) -> Arc<str> {
+        Arc::clone(
+            self.providers.entry(id).or_insert_with(|| {
+                Arc::from(index.providers.get(&id).map_or("", |p| p.uuid.as_str()))
+            }),
+        )
+    }
+
+    fn class(&mut self, index: &ProviderIndex, id: i64) -> Arc<str> {
+        Arc::clone(
+            self.classes
+                .entry(id)
+                .or_insert_with(|| Arc::from(index.resource_classes.name(id).unwrap_or_default())),
+        )
     }
 }
 
@@ -741,19 +760,19 @@ impl Search<'_> {
 struct Merged {
     /// Summed amount per `(provider id, resource class id)`.
     amounts: BTreeMap<(i64, i64), i64>,
-    /// Providers per group suffix, in group order.
-    mappings: Vec<(String, BTreeSet<i64>)>,
+    /// Providers per request group, in group order.
+    mappings: Vec<BTreeSet<i64>>,
 }
 
 impl Merged {
-    fn of(groups: &[Group<'_>], chosen: &[&GroupAnswer]) -> Merged {
+    fn of(chosen: &[&GroupAnswer]) -> Merged {
         let mut amounts: BTreeMap<(i64, i64), i64> = BTreeMap::new();
-        let mut mappings = Vec::with_capacity(groups.len());
-        for (g, a) in groups.iter().zip(chosen) {
+        let mut mappings = Vec::with_capacity(chosen.len());
+        for a in chosen {
             for &(p, rc, amount) in &a.resources {
                 *amounts.entry((p, rc)).or_insert(0) += amount;
             }
-            mappings.push((g.spec.suffix.clone(), a.providers.clone()));
+            mappings.push(a.providers.clone());
         }
         Merged { amounts, mappings }
     }
