@@ -32,6 +32,7 @@
 use super::candidates::trait_ids;
 use super::model::{Provider, ProviderIndex, SHARING_TRAIT};
 use super::request::{FallbackKind, GroupPolicy, LocalRequest, RequestGroup, Unsupported};
+use crate::model::allocation_candidate::SpreadAllocations;
 use crate::model::AllocationCandidate;
 use crate::placement::AllocationCandidates;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -159,7 +160,7 @@ fn search(index: &ProviderIndex, req: &LocalRequest) -> Result<AllocationCandida
         let found =
             if !g.spec.use_same_provider() && (!search.sharing.is_empty() || search.has_trees) {
                 let found = search.multiple_providers(g)?;
-                if groups.len() > 1 {
+                if groups.len() > 1 && !search.sharing.is_empty() {
                     refuse_anchorless_duplicates(&found)?;
                 }
                 found
@@ -320,7 +321,7 @@ fn resolve<'r>(index: &ProviderIndex, g: &'r RequestGroup) -> Result<Group<'r>, 
 /// A multiple-provider answer the same in several trees: Placement's set keeps one
 /// of them, anchored wherever its set order puts it first.
 fn refuse_anchorless_duplicates(found: &[GroupAnswer]) -> Result<(), Stop> {
-    let mut seen: HashSet<(&[(i64, i64, i64)], &BTreeSet<i64>)> = HashSet::new();
+    let mut seen: HashSet<Content<'_>> = HashSet::new();
     for a in found {
         if !seen.insert((&a.resources, &a.providers)) {
             return Err(Unsupported::new(
@@ -332,6 +333,9 @@ fn refuse_anchorless_duplicates(found: &[GroupAnswer]) -> Result<(), Stop> {
     }
     Ok(())
 }
+
+/// What Placement compares of an answer (not its anchor).
+type Content<'a> = (&'a [(i64, i64, i64)], &'a BTreeSet<i64>);
 
 impl Search<'_> {
     fn provider(&self, id: i64) -> &Provider {
@@ -702,7 +706,7 @@ impl Search<'_> {
     /// The allocation request as Placement writes it at 1.34+, its JSON built when
     /// read.
     fn candidate(&self, req: &LocalRequest, m: &Merged, names: &mut Names) -> AllocationCandidate {
-        let mut allocations: Vec<(Arc<str>, Vec<(Arc<str>, i64)>)> = Vec::new();
+        let mut allocations: SpreadAllocations = Vec::new();
         let mut last = None;
         for (&(p, rc), &amount) in &m.amounts {
             if last != Some(p) {
