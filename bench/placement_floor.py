@@ -17,6 +17,8 @@ afterwards:
   the burst's claims could save).
 
 Usage: $NSRS_VENV/bin/python bench/placement_floor.py [--state .stack] [--repeat 5]
+(bench/side_by_side.py measures `post-1`, `put-1` and `post-10` on each cloud with
+`measure`.)
 """
 
 import argparse
@@ -34,16 +36,9 @@ sys.path.insert(0, str(REPO / "tests" / "conformance"))
 import nsrs_helpers as H  # noqa: E402
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--state", default=str(REPO / ".stack"))
-    ap.add_argument("--repeat", type=int, default=5, help="runs of each shape (median reported)")
-    ap.add_argument("--flavor", default="2,4096,20", help="vcpus,memory_mb,root_gb")
-    args = ap.parse_args()
-
-    conf = H.read_conf(Path(args.state) / "nova.conf")
-    vcpus, mem, disk = (int(x) for x in args.flavor.split(","))
-    want = {"VCPU": vcpus, "MEMORY_MB": mem, "DISK_GB": disk}
+def measure(conf, want, repeat=5, shapes=None, log=print):
+    """Median and minimum wall time of each claim shape (all of them, or `shapes`),
+    on the seeded cloud `conf` describes; everything claimed is freed again."""
     project, user = uuid.uuid4().hex, uuid.uuid4().hex
     main_p = H.Placement(conf)
     # nova 34's question for the flavor (no limit: every provider with room).
@@ -55,8 +50,9 @@ def main():
     # no claim waits on another's generation (the schedulers spread too).
     roomy = [rp for rp, res in summaries.items()
              if all(res[rc]["capacity"] - res[rc]["used"] >= n for rc, n in want.items())]
-    if len(roomy) < 100:
-        sys.exit(f"only {len(roomy)} providers have room for the flavor; need 100")
+    needed = 100 if shapes is None or {"burst-put", "burst-post", "post-100"} & set(shapes) else 10
+    if len(roomy) < needed:
+        raise RuntimeError(f"only {len(roomy)} providers have room for the flavor; need {needed}")
     sessions = [H.Placement(conf) for _ in range(10)]
 
     def put(p, rp):
@@ -94,7 +90,7 @@ def main():
                 return [c for part in parts for c in part]
         return run
 
-    shapes = {
+    all_shapes = {
         "put-1": lambda: put(main_p, roomy[0]),
         "post-1": lambda: post(main_p, roomy[:1]),
         "post-10": lambda: post(main_p, roomy[:10]),
@@ -103,15 +99,31 @@ def main():
         "burst-post": burst(lambda k: post(sessions[k], roomy[10 * k:10 * k + 10])),
         "post-100": lambda: post(main_p, roomy[:100]),
     }
-    timed(shapes["post-1"])  # warm the connection and Placement's workers
+    timed(all_shapes["post-1"])  # warm the connection and Placement's workers
     out = {}
-    for name, shape in shapes.items():
-        walls = [timed(shape) for _ in range(args.repeat)]
+    for name in shapes or all_shapes:
+        walls = [timed(all_shapes[name]) for _ in range(repeat)]
         out[name] = {"median_ms": round(1000 * statistics.median(walls), 1),
                      "min_ms": round(1000 * min(walls), 1), "runs": len(walls)}
-        print(f"{name:11s} median {out[name]['median_ms']:8.1f} ms  min {out[name]['min_ms']:8.1f} ms",
-              flush=True)
-    print(json.dumps({"providers": len(summaries), "flavor": want, "shapes": out}))
+        log(f"{name:11s} median {out[name]['median_ms']:8.1f} ms  min {out[name]['min_ms']:8.1f} ms")
+    return {"providers": len(summaries), "flavor": want, "shapes": out}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--state", default=str(REPO / ".stack"))
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each shape (median reported)")
+    ap.add_argument("--flavor", default="2,4096,20", help="vcpus,memory_mb,root_gb")
+    args = ap.parse_args()
+
+    conf = H.read_conf(Path(args.state) / "nova.conf")
+    vcpus, mem, disk = (int(x) for x in args.flavor.split(","))
+    want = {"VCPU": vcpus, "MEMORY_MB": mem, "DISK_GB": disk}
+    try:
+        found = measure(conf, want, args.repeat, log=lambda m: print(m, flush=True))
+    except RuntimeError as e:
+        sys.exit(str(e))
+    print(json.dumps(found))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load as L  # noqa: E402
+import placement_floor as PF  # noqa: E402
 import nsrs_helpers as H  # noqa: E402  (load.py put tests/conformance on the path)
 
 REPO = L.REPO
@@ -256,7 +257,9 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
             sync_instance_info(load)
         for _ in range(args.warmup):
             load.cleanup([load.call(1)])
-        log(f"{name}: ready {out['ready_s']}s, first answer {out['first_answer_s']}s")
+        out["rpc_ping_ms"] = rpc_ping_ms(load)
+        log(f"{name}: ready {out['ready_s']}s, first answer {out['first_answer_s']}s, "
+            f"RPC ping {out['rpc_ping_ms']} ms")
         placement_pids = tree_pids(int((state / "placement.pid").read_text().strip()))
         mariadb_pids = pids_by_comm("mariadbd") or pids_by_comm("mysqld")
         out["phases"] = []
@@ -317,8 +320,12 @@ def measure_cloud(args, state, venv, n):
     for k in range(args.rounds):
         for name in (names if k % 2 == 0 else names[::-1]):
             tag = f"{n}" if args.rounds == 1 else f"{n}-r{k + 1}"
+            # The claim floor beside every scheduler's turn: Placement drifts over a
+            # run, and the report takes the median of all of them.
+            floor = claim_floor_ms(load)
             measured = measure_one(load, args, state, venv, name, tag, transport_url)
             measured["round"] = k + 1
+            measured["claim_floor_ms"] = floor
             run["schedulers"].append(measured)
     run["pooled"] = pool(run["schedulers"])
     return run
@@ -454,6 +461,36 @@ def sync_instance_info(load):
         time.sleep(2)
 
 
+def claim_floor_ms(load, repeat=7):
+    """What Placement alone takes to write the claims of a call, with no scheduling
+    (bench/placement_floor.py): nova's `PUT` of one instance, one instance in a
+    `POST /allocations` (the batched claim) and ten in one. Medians. None on a
+    --nested cloud, whose claims span several providers per instance."""
+    if load.nested:
+        return None
+    try:
+        found = PF.measure(load.conf, load.want, repeat, shapes=("put-1", "post-1", "post-10"),
+                           log=lambda m: log(f"claim floor: {m}"))
+    except RuntimeError as e:
+        log(f"claim floor not measured: {e}")
+        return None
+    return {shape: v["median_ms"] for shape, v in found["shapes"].items()}
+
+
+def rpc_ping_ms(load, n=30):
+    """The RPC floor: median of `n` calls of nova's `baseapi` ping (namespace
+    `baseapi`, answered by any nova service) through nova's own client and RabbitMQ
+    to the scheduler just started; what every `select_destinations` pays at least."""
+    from nova import baserpc
+    api = baserpc.BaseAPI("scheduler")
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        api.ping(load.ctxt, "floor", timeout=30)
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 2)
+
+
 def allocation_candidates_ms(load, n=5):
     """Median time of Placement's GET /allocation_candidates for the bench
     flavor, asked the way nova asks it (limit = max_placement_results)."""
@@ -514,6 +551,46 @@ def ratio(a, b):
     return f"{a / b:.1f}x" if a and b else "-"
 
 
+def floor_lines(results):
+    """Each scheduler's p50 against the floor measured on the same cloud: the RPC
+    round trip (its own baseapi ping, median over rounds) plus Placement's claim
+    write in the grouping the scheduler uses (one PUT per instance for nova and
+    `ours`, a lower bound for them since nova also reads each consumer first; one
+    POST per call for `ours-fast`)."""
+    lines = []
+    for run in results["runs"]:
+        measured = [m["claim_floor_ms"] for m in run["schedulers"] if m.get("claim_floor_ms")]
+        if not measured:
+            continue
+        claim = {shape: statistics.median(f[shape] for f in measured) for shape in measured[0]}
+        lines.append(f"Floors at {run['hosts']:,} hosts (same run, medians of {len(measured)} "
+                     f"measurements beside the schedulers' turns): Placement writes one instance's "
+                     f"claim in {claim['put-1']:.1f} ms (PUT), {claim['post-1']:.1f} ms (POST), "
+                     f"ten in one POST in {claim['post-10']:.1f} ms.")
+        lines.append("")
+        lines.append("| scheduler | RPC ping | phase | p50 | floor (ping + claims) | p50 / floor |")
+        lines.append("|---|---|---|---|---|---|")
+        for s in run["pooled"]:
+            pings = [m["rpc_ping_ms"] for m in run["schedulers"]
+                     if m["scheduler"] == s["scheduler"] and m.get("rpc_ping_ms")]
+            if not pings:
+                continue
+            ping = statistics.median(pings)
+            batched = s["scheduler"].startswith("ours-fast")
+            for p in s["phases"]:
+                k = p["instances_per_call"]
+                if p["callers"] > 1 or p.get("p50_ms") is None:
+                    continue
+                if batched:
+                    write = claim["post-1"] if k == 1 else claim["post-10"] * k / 10
+                else:
+                    write = claim["put-1"] * k
+                floor = ping + write
+                lines.append(f"| {s['scheduler']} | {ping:.1f} ms | {p['phase']} ({k} inst) "
+                             f"| {p['p50_ms']:.1f} ms | {floor:.1f} ms | {p['p50_ms'] / floor:.2f} |")
+    return lines
+
+
 def markdown(results):
     """One row per host count, phase and scheduler; ratios are nova's figure over
     this scheduler's (latency, CPU) or this scheduler's over nova's (throughput)."""
@@ -568,6 +645,10 @@ def markdown(results):
                     f"| {vs('instances_per_s', inverse=True)} | {p['no_valid_host']} "
                     f"| {p['claim_conflicts']} | {p['validation_problem_count']} |")
     lines.append("")
+    floors = floor_lines(results)
+    if floors:
+        lines += floors
+        lines.append("")
     lines.append("| hosts | scheduler | round | ready | first answer | peak RSS (largest process) "
                  "| RSS sum of group | Placement CPU/call (single) | MariaDB CPU/call (single) "
                  "| GET /allocation_candidates | Placement's own time/call (single) "
