@@ -44,19 +44,18 @@ pub(super) fn trait_ids(
         .collect()
 }
 
-fn resolve(
+/// `(resource class id, amount)` of a group's resources, in their order.
+pub(super) fn class_ids(
     index: &ProviderIndex,
-    req: &LocalRequest,
-    group: &RequestGroup,
-) -> Result<Resolved, Unsupported> {
-    let resources = group
-        .resources
+    resources: &[(String, i64)],
+) -> Result<Vec<(i64, i64)>, Unsupported> {
+    resources
         .iter()
         .map(|(rc, amount)| {
             index
                 .resource_classes
                 .id(rc)
-                .map(|id| (id, rc.clone(), *amount))
+                .map(|id| (id, *amount))
                 .ok_or_else(|| {
                     Unsupported::new(
                         FallbackKind::NotInIndex,
@@ -64,7 +63,36 @@ fn resolve(
                     )
                 })
         })
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// The root of `in_tree`'s provider; an unknown one may be newer than the index.
+pub(super) fn tree_root(
+    index: &ProviderIndex,
+    in_tree: Option<&str>,
+) -> Result<Option<i64>, Unsupported> {
+    in_tree
+        .map(|uuid| {
+            index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
+                Unsupported::new(
+                    FallbackKind::NotInIndex,
+                    format!("in_tree provider {uuid} is not in the index"),
+                )
+            })
+        })
+        .transpose()
+}
+
+fn resolve(
+    index: &ProviderIndex,
+    req: &LocalRequest,
+    group: &RequestGroup,
+) -> Result<Resolved, Unsupported> {
+    let resources = class_ids(index, &group.resources)?
+        .into_iter()
+        .zip(&group.resources)
+        .map(|((id, amount), (rc, _))| (id, rc.clone(), amount))
+        .collect();
     let mut member_of = Some(Vec::new());
     for any_of in &group.member_of {
         let known: BTreeSet<i64> = any_of
@@ -76,15 +104,7 @@ fn resolve(
             _ => member_of = None,
         }
     }
-    let tree_root = match &group.in_tree {
-        Some(uuid) => Some(index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
-            Unsupported::new(
-                FallbackKind::NotInIndex,
-                format!("in_tree provider {uuid} is not in the index"),
-            )
-        })?),
-        None => None,
-    };
+    let tree_root = tree_root(index, group.in_tree.as_deref())?;
     Ok(Resolved {
         resources,
         required: trait_ids(index, &group.required)?,

@@ -29,7 +29,7 @@
 //! group satisfied entirely by sharing providers alongside other groups (Placement
 //! keeps one of its equal answers, with an arbitrary anchor). Pure.
 
-use super::candidates::trait_ids;
+use super::candidates::{class_ids, trait_ids, tree_root};
 use super::model::{Provider, ProviderIndex, SHARING_TRAIT};
 use super::request::{FallbackKind, GroupPolicy, LocalRequest, RequestGroup, Unsupported};
 use crate::model::allocation_candidate::SpreadAllocations;
@@ -245,22 +245,7 @@ fn sharing_anchors(
 }
 
 fn resolve<'r>(index: &ProviderIndex, g: &'r RequestGroup) -> Result<Group<'r>, Stop> {
-    let resources = g
-        .resources
-        .iter()
-        .map(|(rc, amount)| {
-            index
-                .resource_classes
-                .id(rc)
-                .map(|id| (id, *amount))
-                .ok_or_else(|| {
-                    Unsupported::new(
-                        FallbackKind::NotInIndex,
-                        format!("resource class {rc} is not in the index"),
-                    )
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let resources = class_ids(index, &g.resources)?;
     let required = trait_ids(index, &g.required)?;
     let forbidden = trait_ids(index, &g.forbidden)?;
     let in_aggregates = if g.member_of.is_empty() {
@@ -294,15 +279,7 @@ fn resolve<'r>(index: &ProviderIndex, g: &'r RequestGroup) -> Result<Group<'r>, 
         }
         Some(members)
     };
-    let tree_root = match &g.in_tree {
-        Some(uuid) => Some(index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
-            Unsupported::new(
-                FallbackKind::NotInIndex,
-                format!("in_tree provider {uuid} is not in the index"),
-            )
-        })?),
-        None => None,
-    };
+    let tree_root = tree_root(index, g.in_tree.as_deref())?;
     Ok(Group {
         spec: g,
         resources,
