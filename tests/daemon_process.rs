@@ -2151,9 +2151,11 @@ async fn startup_waits_for_a_database_that_comes_back() {
     let api_db = nova_schema::tagged("nsrs_log_dbback") + "_api";
     let waiting = format!("starting: waiting for the database {api_db} at 127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(10);
+    // Every database is "waited for" while its connection is made; the one that
+    // refuses stays named until it answers.
     let (status, body) = loop {
         if let Some((status, body)) = http_get(http, "/readyz").await {
-            if body.contains("waiting for the database") {
+            if body.contains(&waiting) {
                 break (status, body);
             }
         }
