@@ -1,16 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The warm host-state cache against MariaDB with nova 34's schema (built by
-//! nova-manage from the project venv), at N compute nodes:
-//! - cold load (`warm`) of every row;
-//! - an incremental pass with nothing changed, with 100 changed nodes, and with 1% of
+//! What the daemon keeps warm, read from MariaDB at N compute nodes (no Placement
+//! service, no broker):
+//!
+//! `cache`: the host-state cache on nova 34's schema (built by nova-manage from the
+//! project venv), one cell, 5 instances per host:
+//! - cold load: every row read (`warm`) and the decision table built;
+//! - a pass as the daemon runs it (cells read incrementally, the decision table
+//!   brought up to date) with nothing changed, with 100 changed nodes, and with 1% of
 //!   the nodes plus 10% of the services changed (a second of heartbeats at
 //!   `report_interval = 10`);
-//! - the host states of one request for every node (what `select_destinations`
-//!   pays per request instead of reading the cells);
-//! - resident memory per host (VmRSS growth over the first warm-up).
+//! - the host states copied for one request over every node (what a request bound
+//!   to one cell pays; the others read the table);
+//! - resident memory per host (VmRSS growth over the first cold load).
+//!
+//! `index`: the Placement provider index on Placement 16's schema
+//! (`placement-manage db sync`), N root providers with three inventories, three
+//! traits, an aggregate and 5 instances each (15 allocation rows):
+//! - cold load (`IndexLoader::load`);
+//! - a refresh with nothing changed, and one after 1% of the providers got a new
+//!   instance (generation moved) and 1% lost one (allocations deleted, as Placement
+//!   deletes them: no generation moves); the usages are checked equal to a full
+//!   load's afterwards;
+//! - resident memory per provider.
 //!
 //! `cargo bench --bench state_cache` (needs MariaDB on 127.0.0.1:3306 and the venv;
-//! `NSRS_BENCH_HOSTS=1000,10000,50000` picks the sizes). Medians of several runs.
+//! `NSRS_BENCH_HOSTS=1000,10000,100000` picks the sizes, `NSRS_BENCH_PARTS=cache`
+//! or `index` one part). Medians of 3 cold loads and 5 passes.
 
 #[path = "../tests/common/nova_schema.rs"]
 mod nova_schema;
@@ -18,10 +33,12 @@ mod nova_schema;
 mod venv;
 
 use chrono::Utc;
+use nova_scheduler::placement::index::IndexLoader;
 use nova_scheduler::state::{
     CacheOptions, CellUrlResolver, HostStateCache, HostStateStore, StateOptions,
 };
 use sqlx::{AssertSqlSafe, Executor, MySqlPool};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -155,22 +172,70 @@ async fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let parts = std::env::var("NSRS_BENCH_PARTS").unwrap_or_else(|_| "cache,index".into());
     let venv = venv::find();
+    // Each size runs in a process of its own (the schema made once, here), so that
+    // its memory is measured from a clean start.
+    let child = std::env::var_os("NSRS_BENCH_CHILD").is_some();
+    for part in ["cache", "index"] {
+        if !parts.split(',').any(|p| p == part) {
+            continue;
+        }
+        if child {
+            match part {
+                "cache" => bench_cache(&sizes).await,
+                _ => bench_index(&sizes).await,
+            }
+            continue;
+        }
+        match part {
+            "cache" => {
+                eprintln!(
+                    "creating nova's schema with nova-manage ({}_*)...",
+                    nova_schema::tagged(PREFIX)
+                );
+                nova_schema::create(&venv, &nova_schema::tagged(PREFIX), &["cell1"])
+                    .await
+                    .expect("nova schema");
+                println!(
+                    "| hosts | cold load | of which the decision table | pass, 0 changed | pass, 100 nodes | pass, 1% nodes + 10% services | host states copied for one request | RSS growth per host |"
+                );
+                println!("|---|---|---|---|---|---|---|---|");
+            }
+            _ => {
+                eprintln!(
+                    "creating Placement's schema with placement-manage ({})...",
+                    nova_schema::tagged(INDEX_DB)
+                );
+                placement_schema(&venv, &nova_schema::tagged(INDEX_DB)).await;
+                println!();
+                println!(
+                    "| providers | allocations | cold load | refresh, 0 changed | refresh, 1% claimed + 1% deleted | RSS growth per provider |"
+                );
+                println!("|---|---|---|---|---|---|");
+            }
+        }
+        for &n in &sizes {
+            let status = std::process::Command::new(std::env::current_exe().expect("bench binary"))
+                .arg("--bench")
+                .env("NSRS_BENCH_CHILD", "1")
+                .env("NSRS_BENCH_PARTS", part)
+                .env("NSRS_BENCH_HOSTS", n.to_string())
+                .status()
+                .expect("bench child");
+            assert!(status.success(), "{part} at {n}: {status}");
+        }
+    }
+}
+
+async fn bench_cache(sizes: &[usize]) {
     let prefix = nova_schema::tagged(PREFIX);
-    eprintln!("creating nova's schema with nova-manage ({prefix}_*)...");
-    nova_schema::create(&venv, &prefix, &["cell1"])
-        .await
-        .expect("nova schema");
     let cell = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{prefix}_cell1")))
         .await
         .unwrap();
     let resolver: CellUrlResolver =
         Arc::new(|url: &str| Ok(url.replace("mysql+pymysql://", "mysql://")));
-    println!(
-        "| hosts | cold load | refresh, 0 changed | refresh, 100 nodes | refresh, 1% nodes + 10% services | host states of one request | RSS per host |"
-    );
-    println!("|---|---|---|---|---|---|---|");
-    for n in sizes {
+    for &n in sizes {
         seed(&cell, n).await;
         let store = Arc::new(
             HostStateStore::connect(StateOptions::new(
@@ -187,6 +252,7 @@ async fn main() {
         };
         // Cold loads: the first also gives the memory growth.
         let mut colds = Vec::new();
+        let mut tables = Vec::new();
         let mut rss_per_host = 0.0;
         let mut kept = None;
         for run in 0..3 {
@@ -194,8 +260,12 @@ async fn main() {
             let cache = HostStateCache::new(Arc::clone(&store), opts.clone());
             let started = Instant::now();
             cache.warm().await;
+            let warmed = started.elapsed();
+            let table = cache.table(Utc::now()).await.unwrap();
             colds.push(started.elapsed());
+            tables.push(started.elapsed() - warmed);
             assert_eq!(cache.node_count(), n);
+            assert_eq!(table.len(), n);
             if run == 0 {
                 rss_per_host = (rss_kb().saturating_sub(before)) as f64 * 1024.0 / n as f64;
                 kept = Some(cache);
@@ -209,8 +279,11 @@ async fn main() {
                 let mut times = Vec::new();
                 for round in 1..=5 {
                     touch(&cell, changed_nodes, changed_services, n, round).await;
+                    // A pass as the daemon runs it: the cells read, then the
+                    // decision table brought up to date.
                     let started = Instant::now();
                     let stats = cache.refresh().await;
+                    cache.table(Utc::now()).await.unwrap();
                     times.push(started.elapsed());
                     assert!(stats.nodes >= changed_nodes, "{stats:?}");
                 }
@@ -228,13 +301,297 @@ async fn main() {
             assert_eq!(states.len(), n);
         }
         println!(
-            "| {n} | {} | {} | {} | {} | {} | {:.1} KB |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {:.1} KB |",
             ms(median(colds)),
+            ms(median(tables)),
             ms(idle),
             ms(hundred),
             ms(one_percent),
             ms(median(request)),
             rss_per_host / 1024.0
+        );
+    }
+}
+
+// --- The provider index -----------------------------------------------------------
+
+const INDEX_DB: &str = "nsrs_b_index";
+/// Instances per provider, each holding VCPU, MEMORY_MB and DISK_GB.
+const INDEX_CONSUMERS: usize = 5;
+const INDEX_TRAITS: [&str; 5] = [
+    "COMPUTE_NODE",
+    "HW_CPU_X86_AVX2",
+    "COMPUTE_VOLUME_MULTI_ATTACH",
+    "COMPUTE_NET_ATTACH_INTERFACE",
+    "CUSTOM_BENCH",
+];
+
+/// Placement's schema by `placement-manage db sync` in a fresh database.
+async fn placement_schema(venv: &std::path::Path, db: &str) {
+    nova_schema::recreate_databases(&[db.to_string()])
+        .await
+        .expect("placement database");
+    let dir = std::env::temp_dir().join(format!("nsrs-b-index-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("placement.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[placement_database]\nconnection = {}\n",
+            nova_schema::sqla_url(db)
+        ),
+    )
+    .unwrap();
+    nova_schema::run(
+        &venv.join("bin/placement-manage"),
+        &[
+            "--config-file".into(),
+            conf.to_string_lossy().into_owned(),
+            "db".into(),
+            "sync".into(),
+        ],
+        &[],
+    )
+    .await
+    .expect("placement-manage db sync");
+}
+
+/// `n` root providers as nova's compute nodes report them (three inventories with
+/// allocation ratios, three traits, one of ten aggregates) with
+/// [`INDEX_CONSUMERS`] instances each.
+async fn seed_placement(db: &MySqlPool, n: usize) {
+    for table in [
+        "allocations",
+        "consumers",
+        "inventories",
+        "resource_provider_traits",
+        "resource_provider_aggregates",
+        "resource_providers",
+        "placement_aggregates",
+        "traits",
+        "resource_classes",
+        "projects",
+        "users",
+    ] {
+        if table == "resource_providers" {
+            // Roots reference themselves.
+            db.execute("UPDATE resource_providers SET root_provider_id = NULL")
+                .await
+                .unwrap();
+        }
+        db.execute(AssertSqlSafe(format!("DELETE FROM {table}")))
+            .await
+            .unwrap();
+    }
+    let fixed = [
+        "INSERT INTO resource_classes (id, name) VALUES (1, 'VCPU'), (2, 'MEMORY_MB'), (3, 'DISK_GB')"
+            .to_string(),
+        format!(
+            "INSERT INTO traits (id, name) VALUES {}",
+            INDEX_TRAITS
+                .iter()
+                .enumerate()
+                .map(|(i, t)| format!("({}, '{t}')", i + 1))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        format!(
+            "INSERT INTO placement_aggregates (id, uuid) VALUES {}",
+            (1..=10)
+                .map(|a| format!("({a}, 'ag000000-0000-4000-8000-{a:012}')"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        "INSERT INTO projects (id, external_id) VALUES (1, 'p1')".to_string(),
+        "INSERT INTO users (id, external_id) VALUES (1, 'u1')".to_string(),
+    ];
+    for sql in fixed {
+        db.execute(AssertSqlSafe(sql)).await.unwrap();
+    }
+    for start in (0..n).step_by(BATCH) {
+        let ids: Vec<usize> = (start + 1..=(start + BATCH).min(n)).collect();
+        let rows = |f: &dyn Fn(usize) -> Vec<String>| -> String {
+            ids.iter().flat_map(|&i| f(i)).collect::<Vec<_>>().join(",")
+        };
+        let statements = [
+            format!(
+                "INSERT INTO resource_providers (created_at, id, uuid, name, generation, root_provider_id) \
+                 VALUES {}",
+                rows(&|i| vec![format!(
+                    "('2026-01-01 00:00:00' + INTERVAL {i} SECOND, {i}, 'c0000000-0000-4000-8000-{i:012}', \
+                     'host-{i:06}', 1, {i})"
+                )])
+            ),
+            format!(
+                "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, \
+                 min_unit, max_unit, step_size, allocation_ratio) VALUES {}",
+                rows(&|i| vec![
+                    format!("({i}, 1, 32, 0, 1, 32, 1, 16.0)"),
+                    format!("({i}, 2, 131072, 512, 1, 131072, 1, 1.5)"),
+                    format!("({i}, 3, 2000, 0, 1, 2000, 1, 1.0)"),
+                ])
+            ),
+            format!(
+                "INSERT INTO resource_provider_traits (resource_provider_id, trait_id) VALUES {}",
+                rows(&|i| (0..3).map(|t| format!("({i}, {})", (i + t) % 5 + 1)).collect())
+            ),
+            format!(
+                "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id) VALUES {}",
+                rows(&|i| vec![format!("({i}, {})", i % 10 + 1)])
+            ),
+            format!(
+                "INSERT INTO consumers (uuid, project_id, user_id, generation) VALUES {}",
+                rows(&|i| (0..INDEX_CONSUMERS)
+                    .map(|k| format!("('{k:08}-0000-4000-8000-{i:012}', 1, 1, 1)"))
+                    .collect())
+            ),
+            format!(
+                "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) VALUES {}",
+                rows(&|i| (0..INDEX_CONSUMERS)
+                    .flat_map(|k| {
+                        let c = format!("{k:08}-0000-4000-8000-{i:012}");
+                        [(1, 2), (2, 4096), (3, 20)]
+                            .map(|(rc, used)| format!("({i}, '{c}', {rc}, {used})"))
+                    })
+                    .collect())
+            ),
+        ];
+        for sql in statements {
+            db.execute(AssertSqlSafe(sql)).await.unwrap();
+        }
+    }
+}
+
+/// One round of churn on `count` providers spread over the table, as Placement
+/// writes it: a new instance's allocations (the provider's generation moves) on
+/// each, and on as many others an instance deleted (allocations and consumer gone,
+/// no generation moved).
+async fn churn_placement(db: &MySqlPool, n: usize, count: usize, round: usize) -> Vec<i64> {
+    if count == 0 {
+        return Vec::new();
+    }
+    let step = (n / count).max(1);
+    let claimed: Vec<usize> = (0..count).map(|k| (k * step) % n + 1).collect();
+    let consumer = |i: usize| format!("{:08}-0000-4000-8000-{i:012}", 100 + round);
+    let statements = [
+        format!(
+            "INSERT INTO consumers (uuid, project_id, user_id, generation) VALUES {}",
+            claimed
+                .iter()
+                .map(|&i| format!("('{}', 1, 1, 1)", consumer(i)))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        format!(
+            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) VALUES {}",
+            claimed
+                .iter()
+                .flat_map(|&i| {
+                    let c = consumer(i);
+                    [(1, 2), (2, 4096), (3, 20)].map(|(rc, used)| format!("({i}, '{c}', {rc}, {used})"))
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        format!(
+            "UPDATE resource_providers SET generation = generation + 1, updated_at = UTC_TIMESTAMP() \
+             WHERE id IN ({})",
+            claimed
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    ];
+    for sql in statements {
+        db.execute(AssertSqlSafe(sql)).await.unwrap();
+    }
+    // Deleted instances: the seeded consumer `round % INDEX_CONSUMERS` of providers
+    // half a step further on.
+    let deleted: Vec<String> = (0..count)
+        .map(|k| {
+            let i = (k * step + step / 2) % n + 1;
+            format!("'{:08}-0000-4000-8000-{i:012}'", round % INDEX_CONSUMERS)
+        })
+        .collect();
+    for table in ["allocations", "consumers"] {
+        let column = if table == "allocations" {
+            "consumer_id"
+        } else {
+            "uuid"
+        };
+        db.execute(AssertSqlSafe(format!(
+            "DELETE FROM {table} WHERE {column} IN ({})",
+            deleted.join(",")
+        )))
+        .await
+        .unwrap();
+    }
+    claimed.iter().map(|&i| i as i64).collect()
+}
+
+async fn bench_index(sizes: &[usize]) {
+    let db_name = nova_schema::tagged(INDEX_DB);
+    let db = MySqlPool::connect(&nova_schema::sqlx_url(&db_name))
+        .await
+        .unwrap();
+    for &n in sizes {
+        seed_placement(&db, n).await;
+        let loader = IndexLoader::connect(&nova_schema::sqlx_url(&db_name))
+            .await
+            .unwrap();
+        let mut colds = Vec::new();
+        let mut rss_per_provider = 0.0;
+        let mut kept = None;
+        for run in 0..3 {
+            let before = rss_kb();
+            let started = Instant::now();
+            let index = loader.load().await.unwrap();
+            colds.push(started.elapsed());
+            assert_eq!(index.providers.len(), n);
+            if run == 0 {
+                rss_per_provider = (rss_kb().saturating_sub(before)) as f64 * 1024.0 / n as f64;
+                kept = Some(index);
+            }
+        }
+        let mut index = kept.expect("index");
+        let mut idle = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let stats = loader.refresh(&mut index).await.unwrap();
+            idle.push(started.elapsed());
+            assert_eq!(stats.changed, 0, "{stats:?}");
+        }
+        let mut churn = Vec::new();
+        let mut claimed = BTreeSet::new();
+        for round in 1..=5 {
+            claimed.extend(churn_placement(&db, n, n / 100, round).await);
+            let started = Instant::now();
+            let stats = loader.refresh(&mut index).await.unwrap();
+            churn.push(started.elapsed());
+            assert_eq!(stats.changed, n / 100, "{stats:?}");
+            assert!(stats.usages_read || stats.resummed == n / 100, "{stats:?}");
+        }
+        // The usages of every provider whose generation moved equal a full load's;
+        // after a full sum, every provider's do.
+        let full = loader.load().await.unwrap();
+        for id in &claimed {
+            assert_eq!(
+                index.providers[id].usages, full.providers[id].usages,
+                "provider {id}"
+            );
+        }
+        let mut caught_up = index.clone();
+        caught_up.marks = None;
+        loader.refresh(&mut caught_up).await.unwrap();
+        assert_eq!(caught_up, full);
+        println!(
+            "| {n} | {} | {} | {} | {} | {:.1} KB |",
+            n * INDEX_CONSUMERS * 3,
+            ms(median(colds)),
+            ms(median(idle)),
+            ms(median(churn)),
+            rss_per_provider / 1024.0
         );
     }
 }

@@ -91,7 +91,7 @@ impl LiveIndex {
         let stats = {
             let mut index = self.write();
             let stats = index.apply(delta);
-            if stats.usages_read {
+            if stats.usages_read || stats.resummed > 0 {
                 self.usages_epoch.fetch_add(1, Ordering::Relaxed);
             }
             stats

@@ -37,3 +37,4 @@ mod venv;
 mod placement_batch_claims;
 mod placement_claims;
 mod placement_client;
+mod placement_index_refresh;

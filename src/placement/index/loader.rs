@@ -1,19 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Reads the index from Placement's own database, read-only: a full load at start,
-//! then cheap incremental refreshes. Placement bumps a provider's generation whenever
-//! its inventories, traits or aggregates change (and when allocations are written
-//! against it), so only providers whose generation moved are re-read. Allocations
-//! are re-summed whenever the table's `(COUNT(*), MAX(id))` moved (deletions do not
-//! bump generations). Each refresh reads one consistent snapshot.
+//! then cheap incremental refreshes. Placement bumps a provider's generation (and
+//! with it `updated_at`) whenever its inventories, traits or aggregates change and
+//! when allocations are written against it, so a refresh lists the providers stamped
+//! since the last one and re-reads the details and usages of those whose generation
+//! moved. Deleted allocations move no generation: the usages are summed in full
+//! whenever the allocations table's `(COUNT(*), MAX(id))` moved, at every refresh in
+//! a small cloud and, where that sum is costly, once [`DEFAULT_FULL_SUM_FACTOR`] times
+//! its cost has passed. Each refresh reads one consistent snapshot.
 
-use super::model::{Inventory, NameTable, Provider, ProviderIndex};
+use super::model::{Inventory, NameTable, Provider, ProviderIndex, ReadMarks};
+use chrono::NaiveDateTime;
+use rustc_hash::FxHashMap;
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 use sqlx::{AssertSqlSafe, MySql, Row, Transaction};
-use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// Above this many changed providers a refresh re-reads every provider's details.
 const MAX_CHANGED_LIST: usize = 2_000;
+
+/// A refresh lists again the providers stamped up to this long before the newest
+/// stamp it saw: Placement stamps `updated_at` with its own clock before its
+/// transaction commits, and the stamps are whole seconds.
+const STAMP_LAG_SECONDS: i64 = 10;
+
+/// The usages are summed in full (every allocation read, which is how deletions are
+/// seen: Placement deletes allocations without moving a generation) once this many
+/// times the last full sum's cost has passed since it: at every refresh in a small
+/// cloud, a bounded share of the database's time in a big one. In between, the
+/// usages of the providers whose generation moved (every claim moves them) are
+/// summed again.
+pub const DEFAULT_FULL_SUM_FACTOR: u32 = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -28,15 +46,17 @@ pub struct RefreshStats {
     /// Providers new or with a new generation (details re-read).
     pub changed: usize,
     pub removed: usize,
-    /// Whether the usages were re-summed.
+    /// Whether the usages were summed in full.
     pub usages_read: bool,
+    /// Providers whose usages were summed again alone (their generation moved).
+    pub resummed: usize,
 }
 
-/// What identifies a provider's version: a change re-reads its details.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What identifies a provider's version: a change re-reads its details and its
+/// usages. (A provider's uuid never changes.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProviderKey {
     pub generation: i64,
-    pub uuid: String,
     pub parent_id: Option<i64>,
     pub root_id: i64,
 }
@@ -45,7 +65,6 @@ impl ProviderKey {
     pub fn of(p: &Provider) -> Self {
         ProviderKey {
             generation: p.generation,
-            uuid: p.uuid.clone(),
             parent_id: p.parent_id,
             root_id: p.root_id,
         }
@@ -55,9 +74,9 @@ impl ProviderKey {
 /// What the index holds, as far as a refresh needs to know.
 #[derive(Debug, Clone, Default)]
 pub struct Known {
-    pub providers: HashMap<i64, ProviderKey>,
-    /// `None` before the first usages were read.
-    pub allocations_mark: Option<AllocationsMark>,
+    pub providers: FxHashMap<i64, ProviderKey>,
+    /// `None` before the first read.
+    pub marks: Option<ReadMarks>,
 }
 
 /// Inventories, traits and aggregates of re-read providers.
@@ -68,24 +87,36 @@ pub struct Details {
     pub aggregates: BTreeMap<i64, BTreeSet<i64>>,
 }
 
-/// The allocations table's mark at a read: its row count and highest id.
-pub type AllocationsMark = (i64, i64);
 /// Usage per provider id and resource class id.
 pub type Usages = BTreeMap<i64, BTreeMap<i64, i64>>;
 
-/// One refresh's reading.
+/// The usages one refresh read.
 #[derive(Debug, Clone, Default)]
+pub enum UsageRead {
+    /// Nothing to replace.
+    #[default]
+    Unchanged,
+    /// Every provider's usages.
+    Full(Usages),
+    /// The usages of `ids` (a provider of `ids` absent from `usages` uses nothing).
+    Partial { ids: BTreeSet<i64>, usages: Usages },
+}
+
+/// One refresh's reading.
+#[derive(Debug, Clone)]
 pub struct Delta {
     pub resource_classes: Vec<(i64, String)>,
     pub traits: Vec<(i64, String)>,
     pub aggregates: Vec<(i64, String)>,
-    /// Every provider (details empty).
+    /// The providers listed (details empty): every one when `complete`, else those
+    /// stamped since the last read.
     pub providers: Vec<Provider>,
+    pub complete: bool,
     /// Providers whose details were re-read; `None`: all of them.
     pub reread: Option<BTreeSet<i64>>,
     pub details: Details,
-    /// The allocations mark and usages, when the allocations changed.
-    pub usages: Option<(AllocationsMark, Usages)>,
+    pub usages: UsageRead,
+    pub marks: ReadMarks,
 }
 
 impl ProviderIndex {
@@ -97,59 +128,95 @@ impl ProviderIndex {
                 .values()
                 .map(|p| (p.id, ProviderKey::of(p)))
                 .collect(),
-            allocations_mark: self.allocations_mark,
+            marks: self.marks,
         }
     }
 
-    /// Applies a reading made by [`IndexLoader::read_changes`].
+    /// Applies a reading made by [`IndexLoader::read_changes`]: in place, touching
+    /// only the providers listed unless every one was.
     pub fn apply(&mut self, delta: Delta) -> RefreshStats {
         let Delta {
             resource_classes,
             traits,
             aggregates,
             providers,
+            complete,
             reread,
             mut details,
             usages,
+            marks,
         } = delta;
         let mut stats = RefreshStats {
-            providers: providers.len(),
             changed: reread.as_ref().map_or(providers.len(), BTreeSet::len),
-            usages_read: usages.is_some(),
+            usages_read: matches!(usages, UsageRead::Full(_)),
             ..RefreshStats::default()
         };
         self.resource_classes = NameTable::from_rows(resource_classes);
         self.traits = NameTable::from_rows(traits);
         self.aggregates = NameTable::from_rows(aggregates);
-        let mut next = BTreeMap::new();
-        for mut p in providers {
-            let old = self.providers.remove(&p.id);
-            let fresh = reread.as_ref().is_none_or(|ids| ids.contains(&p.id));
-            match old {
-                Some(old) if !fresh => {
-                    p.inventories = old.inventories;
-                    p.traits = old.traits;
-                    p.aggregates = old.aggregates;
-                    p.usages = old.usages;
+        let mut take_details = |p: &mut Provider| {
+            p.inventories = details.inventories.remove(&p.id).unwrap_or_default();
+            p.traits = details.traits.remove(&p.id).unwrap_or_default();
+            p.aggregates = details.aggregates.remove(&p.id).unwrap_or_default();
+        };
+        if complete {
+            let mut next = BTreeMap::new();
+            for mut p in providers {
+                let old = self.providers.remove(&p.id);
+                let fresh = reread.as_ref().is_none_or(|ids| ids.contains(&p.id));
+                match old {
+                    Some(old) if !fresh => {
+                        p.inventories = old.inventories;
+                        p.traits = old.traits;
+                        p.aggregates = old.aggregates;
+                        p.usages = old.usages;
+                    }
+                    old => {
+                        take_details(&mut p);
+                        p.usages = old.map(|o| o.usages).unwrap_or_default();
+                    }
                 }
-                old => {
-                    p.inventories = details.inventories.remove(&p.id).unwrap_or_default();
-                    p.traits = details.traits.remove(&p.id).unwrap_or_default();
-                    p.aggregates = details.aggregates.remove(&p.id).unwrap_or_default();
-                    p.usages = old.map(|o| o.usages).unwrap_or_default();
+                next.insert(p.id, p);
+            }
+            stats.removed = self.providers.len();
+            self.by_uuid = next.values().map(|p| (p.uuid.clone(), p.id)).collect();
+            self.providers = next;
+        } else {
+            for mut p in providers {
+                if !reread.as_ref().is_none_or(|ids| ids.contains(&p.id)) {
+                    continue;
+                }
+                take_details(&mut p);
+                match self.providers.get_mut(&p.id) {
+                    Some(old) => {
+                        p.usages = std::mem::take(&mut old.usages);
+                        *old = p;
+                    }
+                    None => {
+                        self.by_uuid.insert(p.uuid.clone(), p.id);
+                        self.providers.insert(p.id, p);
+                    }
                 }
             }
-            next.insert(p.id, p);
         }
-        stats.removed = self.providers.len();
-        if let Some((mark, mut usages)) = usages {
-            for (id, p) in next.iter_mut() {
-                p.usages = usages.remove(id).unwrap_or_default();
+        match usages {
+            UsageRead::Unchanged => {}
+            UsageRead::Full(mut usages) => {
+                for (id, p) in self.providers.iter_mut() {
+                    p.usages = usages.remove(id).unwrap_or_default();
+                }
             }
-            self.allocations_mark = Some(mark);
+            UsageRead::Partial { ids, mut usages } => {
+                stats.resummed = ids.len();
+                for id in ids {
+                    if let Some(p) = self.providers.get_mut(&id) {
+                        p.usages = usages.remove(&id).unwrap_or_default();
+                    }
+                }
+            }
         }
-        self.by_uuid = next.values().map(|p| (p.uuid.clone(), p.id)).collect();
-        self.providers = next;
+        self.marks = Some(marks);
+        stats.providers = self.providers.len();
         stats
     }
 }
@@ -158,6 +225,7 @@ impl ProviderIndex {
 #[derive(Clone)]
 pub struct IndexLoader {
     pool: MySqlPool,
+    full_sum_factor: u32,
 }
 
 impl IndexLoader {
@@ -167,11 +235,22 @@ impl IndexLoader {
             .max_connections(2)
             .connect(url)
             .await?;
-        Ok(IndexLoader { pool })
+        Ok(Self::from_pool(pool))
     }
 
     pub fn from_pool(pool: MySqlPool) -> Self {
-        IndexLoader { pool }
+        IndexLoader {
+            pool,
+            full_sum_factor: DEFAULT_FULL_SUM_FACTOR,
+        }
+    }
+
+    /// Sums the usages in full once `factor` times the last full sum's cost has
+    /// passed (see [`DEFAULT_FULL_SUM_FACTOR`]; `u32::MAX`: only when providers come
+    /// or go, which tests use to check the partial reads alone).
+    pub fn with_full_sum_factor(mut self, factor: u32) -> Self {
+        self.full_sum_factor = factor;
+        self
     }
 
     /// Which of `consumer_uuids` have a row in Placement's `consumers` table (one
@@ -211,19 +290,58 @@ impl IndexLoader {
 
     /// Reads what changed since `known`, in one consistent snapshot, without holding
     /// the index (apply the result with [`ProviderIndex::apply`]).
+    ///
+    /// Providers are listed in full on the first read, when one came or went, and
+    /// with every full sum of the usages; otherwise only those stamped since the
+    /// last read (Placement's `updated_at` moves with every generation). Details and
+    /// usages are read for the providers whose generation moved.
     pub async fn read_changes(&self, known: &Known) -> Result<Delta, IndexError> {
+        let started = Instant::now();
         let mut tx = self.pool.begin().await?;
         let resource_classes = name_rows(&mut tx, "SELECT id, name FROM resource_classes").await?;
         let traits = name_rows(&mut tx, "SELECT id, name FROM traits").await?;
         let aggregates = name_rows(&mut tx, "SELECT id, uuid FROM placement_aggregates").await?;
 
-        let rows = sqlx::query(
-            "SELECT CAST(id AS SIGNED) AS id, uuid, CAST(COALESCE(generation, 0) AS SIGNED) AS generation, \
-             CAST(parent_provider_id AS SIGNED) AS parent_id, \
-             CAST(COALESCE(root_provider_id, id) AS SIGNED) AS root_id FROM resource_providers",
+        let stamps = sqlx::query(
+            "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top, \
+             MAX(updated_at) AS updated, MAX(created_at) AS created FROM resource_providers",
         )
-        .fetch_all(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
+        let counts: (i64, i64) = (stamps.try_get("n")?, stamps.try_get("top")?);
+        let newest_change = [
+            stamps.try_get::<Option<NaiveDateTime>, _>("updated")?,
+            stamps.try_get::<Option<NaiveDateTime>, _>("created")?,
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        let full_sum = known.marks.is_none_or(|m| {
+            m.full_at.elapsed() >= m.full_cost.saturating_mul(self.full_sum_factor)
+        });
+        let since = known
+            .marks
+            .filter(|m| !full_sum && m.providers == counts)
+            .and_then(|m| m.newest_change)
+            .map(|t| t - chrono::Duration::seconds(STAMP_LAG_SECONDS));
+        let complete = since.is_none();
+
+        const PROVIDER_COLUMNS: &str = "SELECT CAST(id AS SIGNED) AS id, uuid, \
+             CAST(COALESCE(generation, 0) AS SIGNED) AS generation, \
+             CAST(parent_provider_id AS SIGNED) AS parent_id, \
+             CAST(COALESCE(root_provider_id, id) AS SIGNED) AS root_id FROM resource_providers";
+        let rows = match since {
+            None => sqlx::query(PROVIDER_COLUMNS).fetch_all(&mut *tx).await?,
+            Some(since) => {
+                sqlx::query(AssertSqlSafe(format!(
+                    "{PROVIDER_COLUMNS} WHERE updated_at >= ? OR created_at >= ?"
+                )))
+                .bind(since)
+                .bind(since)
+                .fetch_all(&mut *tx)
+                .await?
+            }
+        };
         let mut providers = Vec::with_capacity(rows.len());
         for row in &rows {
             providers.push(Provider {
@@ -240,21 +358,19 @@ impl IndexLoader {
             .filter(|p| known.providers.get(&p.id) != Some(&ProviderKey::of(p)))
             .map(|p| p.id)
             .collect();
-        let reread_all = changed.len() > MAX_CHANGED_LIST || changed.len() == providers.len();
-        let filter = if reread_all {
+        let reread_all = complete && changed.len() == providers.len();
+        let details_filter = if reread_all || changed.len() > MAX_CHANGED_LIST {
             Some(String::new())
         } else if changed.is_empty() {
             None
         } else {
-            let ids: Vec<String> = changed.iter().map(i64::to_string).collect();
-            // Integers formatted by us: nothing from outside reaches the SQL text.
             Some(format!(
                 " WHERE resource_provider_id IN ({})",
-                ids.join(",")
+                id_list(&changed)
             ))
         };
         let mut details = Details::default();
-        if let Some(filter) = &filter {
+        if let Some(filter) = &details_filter {
             let sql = format!(
                 "SELECT CAST(resource_provider_id AS SIGNED) AS rp, \
                  CAST(resource_class_id AS SIGNED) AS rc, CAST(total AS SIGNED) AS total, \
@@ -304,42 +420,85 @@ impl IndexLoader {
             }
         }
 
-        let mark_row = sqlx::query(
-            "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        let mark: AllocationsMark = (mark_row.try_get("n")?, mark_row.try_get("top")?);
-        let usages = if Some(mark) != known.allocations_mark {
-            let mut usages: Usages = BTreeMap::new();
-            let rows = sqlx::query(
-                "SELECT CAST(resource_provider_id AS SIGNED) AS rp, \
-                 CAST(resource_class_id AS SIGNED) AS rc, CAST(SUM(used) AS SIGNED) AS used \
-                 FROM allocations GROUP BY resource_provider_id, resource_class_id",
+        let previous = known.marks;
+        let mut allocations = previous.map_or((0, 0), |m| m.allocations);
+        let usages = if full_sum {
+            let mark_row = sqlx::query(
+                "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
             )
-            .fetch_all(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
-            for row in rows {
-                usages
-                    .entry(row.try_get("rp")?)
-                    .or_default()
-                    .insert(row.try_get("rc")?, row.try_get("used")?);
+            let mark = (mark_row.try_get("n")?, mark_row.try_get("top")?);
+            if previous.is_some() && mark == allocations {
+                // Nothing inserted or deleted since the last full sum; partial sums
+                // since have kept the usages of moved providers.
+                UsageRead::Unchanged
+            } else {
+                allocations = mark;
+                UsageRead::Full(sum_usages(&mut tx, "").await?)
             }
-            Some((mark, usages))
+        } else if changed.is_empty() {
+            UsageRead::Unchanged
         } else {
-            None
+            let mut usages = Usages::new();
+            let ids: Vec<i64> = changed.iter().copied().collect();
+            for chunk in ids.chunks(MAX_CHANGED_LIST) {
+                let filter = format!(" WHERE resource_provider_id IN ({})", id_list(chunk.iter()));
+                usages.extend(sum_usages(&mut tx, &filter).await?);
+            }
+            UsageRead::Partial {
+                ids: changed.clone(),
+                usages,
+            }
         };
         tx.commit().await?;
+        let (full_at, full_cost) = match previous {
+            Some(m) if !full_sum => (m.full_at, m.full_cost),
+            _ => (started, started.elapsed()),
+        };
         Ok(Delta {
             resource_classes,
             traits,
             aggregates,
             providers,
+            complete,
             reread: if reread_all { None } else { Some(changed) },
             details,
             usages,
+            marks: ReadMarks {
+                providers: counts,
+                newest_change,
+                allocations,
+                full_at,
+                full_cost,
+            },
         })
     }
+}
+
+/// Integers formatted by us: nothing from outside reaches the SQL text.
+fn id_list<'a>(ids: impl IntoIterator<Item = &'a i64>) -> String {
+    ids.into_iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `SUM(allocations.used)` per provider and class, for the providers `filter` picks.
+async fn sum_usages(tx: &mut Transaction<'_, MySql>, filter: &str) -> Result<Usages, IndexError> {
+    let sql = format!(
+        "SELECT CAST(resource_provider_id AS SIGNED) AS rp, \
+         CAST(resource_class_id AS SIGNED) AS rc, CAST(SUM(used) AS SIGNED) AS used \
+         FROM allocations{filter} GROUP BY resource_provider_id, resource_class_id"
+    );
+    let mut usages = Usages::new();
+    for row in sqlx::query(AssertSqlSafe(sql)).fetch_all(&mut **tx).await? {
+        usages
+            .entry(row.try_get("rp")?)
+            .or_default()
+            .insert(row.try_get("rc")?, row.try_get("used")?);
+    }
+    Ok(usages)
 }
 
 async fn name_rows(

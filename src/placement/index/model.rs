@@ -114,7 +114,7 @@ impl NameTable {
 }
 
 /// Placement's state as the candidate search needs it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct ProviderIndex {
     pub resource_classes: NameTable,
     pub traits: NameTable,
@@ -124,11 +124,37 @@ pub struct ProviderIndex {
     pub providers: BTreeMap<i64, Provider>,
     /// Provider uuid → internal id.
     pub by_uuid: HashMap<String, i64>,
-    /// The allocations table's `(COUNT(*), MAX(id))` when usages were last read:
-    /// rows are only inserted or deleted, with increasing ids, so an unchanged pair
-    /// means unchanged allocations.
-    /// `None` until usages were read.
-    pub allocations_mark: Option<(i64, i64)>,
+    /// Where the last read left off (the loader's bookkeeping, not Placement's
+    /// state: two indexes holding the same providers are equal whatever their marks).
+    pub marks: Option<ReadMarks>,
+}
+
+impl PartialEq for ProviderIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.resource_classes == other.resource_classes
+            && self.traits == other.traits
+            && self.aggregates == other.aggregates
+            && self.providers == other.providers
+            && self.by_uuid == other.by_uuid
+    }
+}
+
+/// What the loader remembers of its last read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadMarks {
+    /// `resource_providers`' `(COUNT(*), MAX(id))`: a provider added or deleted
+    /// changes it, and then every provider is listed again.
+    pub providers: (i64, i64),
+    /// The newest `updated_at`/`created_at` of `resource_providers` (Placement's
+    /// clock, whole seconds): the next read lists the rows stamped since, less a lag.
+    pub newest_change: Option<chrono::NaiveDateTime>,
+    /// `allocations`' `(COUNT(*), MAX(id))` at the last full sum of the usages: rows
+    /// are only inserted or deleted, with increasing ids, so an unchanged pair means
+    /// unchanged allocations.
+    pub allocations: (i64, i64),
+    /// When the usages were last summed in full, and what that read cost.
+    pub full_at: std::time::Instant,
+    pub full_cost: std::time::Duration,
 }
 
 /// Placement's trait for sharing providers.
