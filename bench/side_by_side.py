@@ -664,9 +664,8 @@ def burst_lines(results):
         conc = [(s, p) for s in run["pooled"] for p in s["phases"] if p["phase"] == "concurrent"]
         if not turns or not conc:
             continue
-        k = conc[0][1]["instances_per_call"]
-        callers = conc[0][1]["callers"]
-        per_caller = conc[0][1]["calls"] // conc[0][1]["rounds"] // callers
+        args = results["args"]
+        callers, per_caller, k = args["concurrency"], args["per_caller"], args["instances"]
         instances = callers * per_caller * k
 
         def rate(ms):
