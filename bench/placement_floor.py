@@ -56,8 +56,10 @@ def measure(conf, want, repeat=5, shapes=None, log=print, burst=(10, 1, 10)):
     # no claim waits on another's generation (the schedulers spread too).
     roomy = [rp for rp, res in summaries.items()
              if all(res[rc]["capacity"] - res[rc]["used"] >= n for rc, n in want.items())]
-    needed = (max(100, burst_instances)
-              if shapes is None or {"burst-put", "burst-post", "post-100"} & set(shapes) else 10)
+    wanted = set(shapes or ("post-10", "burst-put", "post-100"))
+    needed = max(10 if "post-10" in wanted else 1,
+                 burst_instances if {"burst-put", "burst-post"} & wanted else 1,
+                 100 if "post-100" in wanted else 1)
     if len(roomy) < needed:
         raise RuntimeError(f"only {len(roomy)} providers have room for the flavor; need {needed}")
     sessions = [H.Placement(conf) for _ in range(callers)]

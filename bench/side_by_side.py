@@ -515,25 +515,30 @@ def sync_instance_info(load):
         time.sleep(2)
 
 
-def claim_floor_ms(load, args, repeat=7):
+def claim_floor_ms(load, args, repeat=7, burst_repeat=3):
     """What Placement alone takes to write the claims of a call, with no scheduling
     (bench/placement_floor.py): nova's `PUT` of one instance, one instance in a
     `POST /allocations` (the batched claim) and ten in one; with a concurrent phase,
     also its claims in its shape (`burst-post`: as many callers at once, each as many
     `POST`s of as many instances as the phase's calls), which bounds the burst's
-    throughput. Medians. None on a --nested cloud, whose claims span several
-    providers per instance."""
+    throughput (fewer runs: a burst takes seconds to write and free). Medians. None
+    on a --nested cloud, whose claims span several providers per instance."""
     if load.nested:
         return None
-    shapes = ("put-1", "post-1", "post-10") + (("burst-post",) if args.concurrency else ())
-    try:
-        found = PF.measure(load.conf, load.want, repeat, shapes=shapes,
-                           log=lambda m: log(f"claim floor: {m}"),
-                           burst=(args.concurrency or 10, args.per_caller, args.instances))
-    except RuntimeError as e:
-        log(f"claim floor not measured: {e}")
-        return None
-    return {shape: v["median_ms"] for shape, v in found["shapes"].items()}
+    out = {}
+    plan = [(("put-1", "post-1", "post-10"), repeat)]
+    if args.concurrency:
+        plan.append((("burst-post",), burst_repeat))
+    for shapes, runs in plan:
+        try:
+            found = PF.measure(load.conf, load.want, runs, shapes=shapes,
+                               log=lambda m: log(f"claim floor: {m}"),
+                               burst=(args.concurrency, args.per_caller, args.instances))
+        except RuntimeError as e:
+            log(f"claim floor {', '.join(shapes)} not measured: {e}")
+            continue
+        out.update({shape: v["median_ms"] for shape, v in found["shapes"].items()})
+    return out or None
 
 
 def rpc_ping_ms(load, n=30):
@@ -618,10 +623,12 @@ def floor_lines(results):
     POST per call for `ours-fast`)."""
     lines = []
     for run in results["runs"]:
-        measured = [m["claim_floor_ms"] for m in run["schedulers"] if m.get("claim_floor_ms")]
+        measured = [m["claim_floor_ms"] for m in run["schedulers"]
+                    if "put-1" in (m.get("claim_floor_ms") or {})]
         if not measured:
             continue
-        claim = {shape: statistics.median(f[shape] for f in measured) for shape in measured[0]}
+        claim = {shape: statistics.median(f[shape] for f in measured)
+                 for shape in ("put-1", "post-1", "post-10")}
         lines.append(f"Floors at {run['hosts']:,} hosts (same run, medians of {len(measured)} "
                      f"measurements beside the schedulers' turns): Placement writes one instance's "
                      f"claim in {claim['put-1']:.1f} ms (PUT), {claim['post-1']:.1f} ms (POST), "
