@@ -76,21 +76,25 @@ def summarize_latencies(lat):
 
 
 class LogWindow:
-    """The part of a log file written between start() and read()."""
+    """The part of a log file written between start() and read(); of several files
+    (one per daemon when several serve the queue), their parts one after the other."""
 
     def __init__(self, path):
-        self.path = Path(path) if path else None
-        self.offset = 0
+        paths = path if isinstance(path, (list, tuple)) else [path] if path else []
+        self.paths = [Path(p) for p in paths]
+        self.offsets = [0] * len(self.paths)
 
     def start(self):
-        self.offset = self.path.stat().st_size if self.path and self.path.exists() else 0
+        self.offsets = [p.stat().st_size if p.exists() else 0 for p in self.paths]
 
     def read(self):
-        if not self.path or not self.path.exists():
-            return ""
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            return f.read().decode(errors="replace")
+        parts = []
+        for path, offset in zip(self.paths, self.offsets):
+            if path.exists():
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    parts.append(f.read().decode(errors="replace"))
+        return "".join(parts)
 
 
 def phase_timings(text):
@@ -184,7 +188,9 @@ class Load:
     # --- checks and cleanup ----------------------------------------------------
 
     def validate(self, answers):
-        """Problems found in the answers (a list of strings) and the providers chosen."""
+        """Problems found in the answers (a list of strings, those of providers over
+        capacity included), the providers chosen, and how many providers are over
+        capacity (what concurrent schedulers must never cause)."""
         problems, chosen = [], set()
         checks = []
         for _, uuids, result, err in answers:
@@ -219,8 +225,8 @@ class Load:
 
         problems += [p for p in self.pool.map(check_alloc, checks) if p]
         touched = sorted({rp for node in chosen for rp in self.providers_of[node]})
-        problems += [p for p in self.pool.map(self.over_capacity, touched) if p]
-        return problems, chosen
+        over = [p for p in self.pool.map(self.over_capacity, touched) if p]
+        return problems + over, chosen, len(over)
 
     def over_capacity(self, rp):
         inv = self.placement.get(f"/resource_providers/{rp}/inventories")["inventories"]
@@ -277,7 +283,7 @@ class Load:
         wall = time.perf_counter() - t0
         time.sleep(0.3)  # let the scheduler flush its last log lines
         text = window.read()
-        problems, chosen = self.validate(answers)
+        problems, chosen, over_capacity = self.validate(answers)
         left = self.cleanup(answers)
         ok = [a for a in answers if a[3] is None]
         errors = {}
@@ -298,6 +304,7 @@ class Load:
             "daemon_phases": phase_timings(text),
             "distinct_hosts_chosen": len(chosen),
             "validation_problems": problems[:20], "validation_problem_count": len(problems),
+            "over_capacity": over_capacity,
             "allocations_left_after_cleanup": len(left),
         }
         return out
@@ -350,7 +357,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--state-dir", default=str(REPO / ".stack"))
-    ap.add_argument("--scheduler-log", help="the scheduler's log, for conflicts and phase timings")
+    ap.add_argument("--scheduler-log", action="append",
+                    help="the scheduler's log, for conflicts and phase timings (repeat it for "
+                         "several daemons serving the queue)")
     ap.add_argument("--json", help="write the results here")
     add_load_args(ap)
     ap.add_argument("--nested", action="store_true",

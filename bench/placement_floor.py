@@ -13,12 +13,15 @@ afterwards:
 - `post-10`: ten instances in one `POST /allocations` (a 10-instance request);
 - `burst-put`: 10 concurrent callers, each 10 sequential PUTs (nova's burst);
 - `burst-post`: 10 concurrent callers, each one POST of 10 consumers (our burst);
-- `post-100`: all 100 instances of the burst in one POST (the most any grouping of
-  the burst's claims could save).
+- `post-100`: 100 instances in one POST (the most any grouping of the default
+  burst's claims could save).
+
+The bursts' shape is `--burst C,N,K`: C callers at once, each N calls of K instances
+(default 10,1,10), the shape of a concurrent benchmark phase.
 
 Usage: $NSRS_VENV/bin/python bench/placement_floor.py [--state .stack] [--repeat 5]
 (bench/side_by_side.py measures `post-1`, `put-1` and `post-10` on each cloud with
-`measure`.)
+`measure`, and `burst-post` in the shape of its concurrent phase.)
 """
 
 import argparse
@@ -36,9 +39,12 @@ sys.path.insert(0, str(REPO / "tests" / "conformance"))
 import nsrs_helpers as H  # noqa: E402
 
 
-def measure(conf, want, repeat=5, shapes=None, log=print):
+def measure(conf, want, repeat=5, shapes=None, log=print, burst=(10, 1, 10)):
     """Median and minimum wall time of each claim shape (all of them, or `shapes`),
-    on the seeded cloud `conf` describes; everything claimed is freed again."""
+    on the seeded cloud `conf` describes; everything claimed is freed again. The
+    bursts are `burst` = (callers, calls per caller, instances per call)."""
+    callers, calls, instances = burst
+    burst_instances = callers * calls * instances
     project, user = uuid.uuid4().hex, uuid.uuid4().hex
     main_p = H.Placement(conf)
     # nova 34's question for the flavor (no limit: every provider with room).
@@ -50,10 +56,13 @@ def measure(conf, want, repeat=5, shapes=None, log=print):
     # no claim waits on another's generation (the schedulers spread too).
     roomy = [rp for rp, res in summaries.items()
              if all(res[rc]["capacity"] - res[rc]["used"] >= n for rc, n in want.items())]
-    needed = 100 if shapes is None or {"burst-put", "burst-post", "post-100"} & set(shapes) else 10
+    wanted = set(shapes or ("post-10", "burst-put", "post-100"))
+    needed = max(10 if "post-10" in wanted else 1,
+                 burst_instances if {"burst-put", "burst-post"} & wanted else 1,
+                 100 if "post-100" in wanted else 1)
     if len(roomy) < needed:
         raise RuntimeError(f"only {len(roomy)} providers have room for the flavor; need {needed}")
-    sessions = [H.Placement(conf) for _ in range(10)]
+    sessions = [H.Placement(conf) for _ in range(callers)]
 
     def put(p, rp):
         c = str(uuid.uuid4())
@@ -83,20 +92,24 @@ def measure(conf, want, repeat=5, shapes=None, log=print):
         free(consumers)
         return wall
 
-    def burst(per_caller):
+    def burst_run(per_caller):
         def run():
-            with concurrent.futures.ThreadPoolExecutor(10) as pool:
-                parts = pool.map(per_caller, range(10))
+            with concurrent.futures.ThreadPoolExecutor(callers) as pool:
+                parts = pool.map(per_caller, range(callers))
                 return [c for part in parts for c in part]
         return run
+
+    def mine(k):
+        """Caller k's providers: its own, so no claim of the burst waits on another's."""
+        return roomy[k * calls * instances:(k + 1) * calls * instances]
 
     all_shapes = {
         "put-1": lambda: put(main_p, roomy[0]),
         "post-1": lambda: post(main_p, roomy[:1]),
         "post-10": lambda: post(main_p, roomy[:10]),
-        "burst-put": burst(lambda k: [c for i in range(10)
-                                      for c in put(sessions[k], roomy[10 * k + i])]),
-        "burst-post": burst(lambda k: post(sessions[k], roomy[10 * k:10 * k + 10])),
+        "burst-put": burst_run(lambda k: [c for rp in mine(k) for c in put(sessions[k], rp)]),
+        "burst-post": burst_run(lambda k: [c for i in range(calls) for c in post(
+            sessions[k], mine(k)[i * instances:(i + 1) * instances])]),
         "post-100": lambda: post(main_p, roomy[:100]),
     }
     timed(all_shapes["post-1"])  # warm the connection and Placement's workers
@@ -106,7 +119,7 @@ def measure(conf, want, repeat=5, shapes=None, log=print):
         out[name] = {"median_ms": round(1000 * statistics.median(walls), 1),
                      "min_ms": round(1000 * min(walls), 1), "runs": len(walls)}
         log(f"{name:11s} median {out[name]['median_ms']:8.1f} ms  min {out[name]['min_ms']:8.1f} ms")
-    return {"providers": len(summaries), "flavor": want, "shapes": out}
+    return {"providers": len(summaries), "flavor": want, "burst": list(burst), "shapes": out}
 
 
 def main():
@@ -114,13 +127,16 @@ def main():
     ap.add_argument("--state", default=str(REPO / ".stack"))
     ap.add_argument("--repeat", type=int, default=5, help="runs of each shape (median reported)")
     ap.add_argument("--flavor", default="2,4096,20", help="vcpus,memory_mb,root_gb")
+    ap.add_argument("--burst", default="10,1,10",
+                    help="callers,calls per caller,instances per call of the burst shapes")
     args = ap.parse_args()
 
     conf = H.read_conf(Path(args.state) / "nova.conf")
     vcpus, mem, disk = (int(x) for x in args.flavor.split(","))
     want = {"VCPU": vcpus, "MEMORY_MB": mem, "DISK_GB": disk}
     try:
-        found = measure(conf, want, args.repeat, log=lambda m: print(m, flush=True))
+        found = measure(conf, want, args.repeat, log=lambda m: print(m, flush=True),
+                        burst=tuple(int(x) for x in args.burst.split(",")))
     except RuntimeError as e:
         sys.exit(str(e))
     print(json.dumps(found))

@@ -166,7 +166,7 @@ def main():
         os.close(devnull)
     finally:
         daemon.stop()
-        problems, _ = load.validate(answers)
+        problems, _, _ = load.validate(answers)
         left = load.cleanup(answers)
     text = logpath.read_text()
     totals = [float(v) for v in re.findall(r"select_destinations done.*?total_ms=([\d.]+)", text)][done_before:]

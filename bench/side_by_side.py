@@ -22,6 +22,14 @@ reversal lets such a drift weigh on every scheduler alike. The report pools the
 rounds (percentiles over every call of every round, CPU over all calls) and
 shows each round's p50 beside.
 
+Active/active: `ours-fast-x2` and `ours-fast-x4` start 2 or 4 daemons of the
+`ours-fast` command (each as if on its own host, each with its own log), measured
+once all of them consume the `scheduler` queue, their CPU summed. With a
+concurrent phase, Placement's own rate of writing the same claims at the same
+concurrency (bench/placement_floor.py's `burst-post`) is measured beside every
+turn, and the report sets each burst's throughput against it and against one
+daemon's.
+
 Run through scripts/bench_side_by_side.sh (it finds the venv and the binary).
 Results: <out-dir>/results-<timestamp>.json and a markdown report printed and
 written next to it.
@@ -155,55 +163,69 @@ def seed_args(args, n):
 # --- one scheduler ----------------------------------------------------------------
 
 class Scheduler:
-    def __init__(self, name, cmd, logpath, env):
-        self.name, self.cmd, self.logpath, self.env = name, cmd, logpath, env
-        self.proc = None
+    """One scheduler under test: one process group per command (several when
+    daemons serve the queue active/active), each with its own log, measured and
+    stopped together."""
+
+    def __init__(self, name, cmds, logpaths, env):
+        self.name, self.cmds, self.logpaths, self.env = name, cmds, logpaths, env
+        self.procs = []
 
     def start(self):
-        self.logf = open(self.logpath, "wb")
+        self.logfs = [open(path, "wb") for path in self.logpaths]
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
+        self.procs = [subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
+                      for cmd, logf in zip(self.cmds, self.logfs)]
 
     def pids(self):
-        return group_pids(self.proc.pid)
+        return [pid for proc in self.procs for pid in group_pids(proc.pid)]
 
     def alive(self):
-        return self.proc.poll() is None
+        return all(proc.poll() is None for proc in self.procs)
 
     def stop(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            self.proc.poll()
-            if not group_pids(self.proc.pid):
+            for proc in self.procs:
+                proc.poll()
+            if not self.pids():
                 break
             time.sleep(0.2)
         else:
+            for proc in self.procs:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for proc in self.procs:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
                 pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self.logf.close()
+        for logf in self.logfs:
+            logf.close()
 
 
 def wait_consumers(transport_url, want, timeout, sched=None):
+    """Until the `scheduler` queue has at least `want` consumers (each of our
+    daemons has one there), or none when `want` is 0."""
     deadline = time.monotonic() + timeout
     while True:
         n = H.queue_consumers(transport_url)
-        if (n > 0) == want:
+        if (n >= want > 0) or n == want == 0:
             return
         if sched is not None and not sched.alive():
-            sys.exit(f"{sched.name} exited before it consumed the scheduler queue; log {sched.logpath}")
+            sys.exit(f"{sched.name} exited before it consumed the scheduler queue; "
+                     f"logs {', '.join(map(str, sched.logpaths))}")
         if time.monotonic() > deadline:
-            sys.exit(f"scheduler queue consumers still {'absent' if want else 'present'} after {timeout}s")
+            sys.exit(f"{n} consumers on the scheduler queue after {timeout}s, waiting for "
+                     f"{want or 'none'}")
         time.sleep(0.05)
 
 
@@ -236,17 +258,24 @@ class Scraper:
         return self.scrapes
 
 
-def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
+def measure_scheduler(load, args, name, cmds, env, tag, transport_url):
+    """Start the scheduler (`cmds`: one command per daemon), wait until each daemon
+    consumes the `scheduler` queue, run the load phases, stop it."""
     state = load.state_dir
-    logpath = state / "logs" / f"bench-{name}-{tag}.log"
-    wait_consumers(transport_url, False, 30)
-    sched = Scheduler(name, cmd, logpath, env)
-    log(f"{name}: starting {shlex.join(cmd)} (log {logpath})")
+    logpaths = [state / "logs" / (f"bench-{name}-{tag}.log" if k == 0
+                                  else f"bench-{name}-{tag}-{k + 1}.log") for k in range(len(cmds))]
+    wait_consumers(transport_url, 0, 30)
+    sched = Scheduler(name, cmds, logpaths, env)
+    for cmd, path in zip(cmds, logpaths):
+        log(f"{name}: starting {shlex.join(cmd)} (log {path})")
     sched.start()
-    out = {"scheduler": name, "command": shlex.join(cmd), "log": str(logpath)}
+    out = {"scheduler": name, "daemons": len(cmds), "command": shlex.join(cmds[0]),
+           "log": str(logpaths[0]), "logs": [str(p) for p in logpaths]}
     scraper = Scraper(OBSERVED_PORT) if name == "ours-fast-observed" else None
     try:
-        wait_consumers(transport_url, True, args.ready_timeout, sched)
+        # Ready once every daemon consumes: before that, RabbitMQ would hand the
+        # first calls to fewer daemons than are measured.
+        wait_consumers(transport_url, len(cmds), args.ready_timeout, sched)
         out["ready_s"] = round(time.perf_counter() - sched.started, 3)
         first = load.call(1)
         out["first_answer_s"] = round(time.perf_counter() - sched.started, 3)
@@ -279,7 +308,7 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
             before = (cpu_seconds(pids), cpu_seconds(placement_pids), cpu_seconds(mariadb_pids),
                       time.perf_counter(), loadavg())
             access_from = placement_access_offset(state)
-            [r] = L.run_phases(load, sub, logpath, report)
+            [r] = L.run_phases(load, sub, logpaths, report)
             pids = sched.pids()
             after = (cpu_seconds(pids), cpu_seconds(placement_pids), cpu_seconds(mariadb_pids))
             r["scheduler_cpu_s"] = round(after[0] - before[0], 3)
@@ -300,8 +329,8 @@ def measure_scheduler(load, args, name, cmd, env, tag, transport_url):
         out["processes"] = len(hwm)
         out["alive_at_end"] = sched.alive()
         # Candidates questions the provider index left to Placement (ours-fast).
-        out["candidates_fallbacks"] = logpath.read_text(errors="replace").count(
-            "fallback to Placement") if logpath.exists() else None
+        out["candidates_fallbacks"] = sum(path.read_text(errors="replace").count(
+            "fallback to Placement") for path in logpaths if path.exists())
     finally:
         if scraper is not None:
             out["scrapes"] = scraper.close()
@@ -322,7 +351,7 @@ def measure_cloud(args, state, venv, n):
             tag = f"{n}" if args.rounds == 1 else f"{n}-r{k + 1}"
             # The claim floor beside every scheduler's turn: Placement drifts over a
             # run, and the report takes the median of all of them.
-            floor = claim_floor_ms(load)
+            floor = claim_floor_ms(load, args)
             measured = measure_one(load, args, state, venv, name, tag, transport_url)
             measured["round"] = k + 1
             measured["claim_floor_ms"] = floor
@@ -332,9 +361,21 @@ def measure_cloud(args, state, venv, n):
 
 
 # Our daemon's variants: as nova asks Placement, the fast path, without the read-ahead,
-# and "ours" run from another build (--baseline-bin: a change against the build before it).
+# "ours" run from another build (--baseline-bin: a change against the build before it),
+# and the fast path served by 2 or 4 daemons at once (active/active).
 OURS = ("ours", "ours-fast", "ours-no-read-ahead", "ours-baseline", "ours-fast-bare",
-        "ours-fast-observed")
+        "ours-fast-observed", "ours-fast-x2", "ours-fast-x4")
+
+
+def daemon_count(name):
+    """How many daemons serve the queue for a scheduler name: N for `...-xN`, else 1."""
+    base, _, n = name.rpartition("-x")
+    return int(n) if base and n.isdigit() else 1
+
+
+def base_name(name):
+    """The one-daemon variant of a scheduler name (`ours-fast` for `ours-fast-x2`)."""
+    return name.rpartition("-x")[0] if daemon_count(name) > 1 else name
 
 # The listener port of "ours-fast-observed", scraped while it is measured.
 OBSERVED_PORT = 9181
@@ -370,7 +411,14 @@ def measure_one(load, args, state, venv, name, tag, transport_url):
         env.setdefault("RUST_LOG", "info,nova_scheduler::manager=debug")
     else:
         raise ValueError(f"unknown scheduler {name!r}")
-    return measure_scheduler(load, args, name, cmd, env, tag, transport_url)
+    # Active/active: the second daemon on, each as if on a host of its own (its own
+    # `services` row, `scheduler.<host>` queue and record of requests in flight, which
+    # two daemons with one `[DEFAULT] host` would share).
+    host = load.conf["DEFAULT"]["host"]
+    cmds = [cmd] + [cmd + ["--config-file", str(extra_conf(state, f"daemon-{k}.conf", "DEFAULT",
+                                                           f"host = {host}-{k}"))]
+                    for k in range(2, daemon_count(name) + 1)]
+    return measure_scheduler(load, args, name, cmds, env, tag, transport_url)
 
 
 def pool(measured):
@@ -396,14 +444,20 @@ def pool(measured):
                 return round(t / calls * 1000, 1) if t is not None and calls else None
 
             own = [p["placement_own"] for p in ps]
+            errors = {}
+            for p in ps:
+                for e, n in p["errors"].items():
+                    errors[e] = errors.get(e, 0) + n
             phases.append({
                 "phase": ph, "rounds": len(ps), "callers": ps[0]["callers"], "calls": calls,
                 "instances_per_call": ps[0]["instances_per_call"], "ok": total("ok"),
                 "no_valid_host": total("no_valid_host"), "claim_conflicts": total("claim_conflicts"),
                 "validation_problem_count": total("validation_problem_count"),
+                "over_capacity": total("over_capacity"), "errors": errors,
                 "allocations_left_after_cleanup": total("allocations_left_after_cleanup"),
                 "wall_s": round(wall, 3),
                 "instances_per_s": round(ok_instances / wall, 3) if wall else None,
+                "instances_per_s_by_round": [p["instances_per_s"] for p in ps],
                 **L.summarize_latencies([ms / 1000 for p in ps for ms in p["latencies_ms"]]),
                 "p50_ms_by_round": [p["p50_ms"] for p in ps],
                 "scheduler_cpu_ms_per_call": per_call("scheduler_cpu_s"),
@@ -413,7 +467,7 @@ def pool(measured):
                     None if any(o is None for o in own)
                     else round(sum(o["ms_per_call"] * p["calls"] for o, p in zip(own, ps)) / calls, 1)),
             })
-        out.append({"scheduler": name, "phases": phases,
+        out.append({"scheduler": name, "daemons": mine[0].get("daemons", 1), "phases": phases,
                     "vm_hwm_kb_max": max(m["vm_hwm_kb_max"] for m in mine)})
     return out
 
@@ -461,20 +515,30 @@ def sync_instance_info(load):
         time.sleep(2)
 
 
-def claim_floor_ms(load, repeat=7):
+def claim_floor_ms(load, args, repeat=7, burst_repeat=3):
     """What Placement alone takes to write the claims of a call, with no scheduling
     (bench/placement_floor.py): nova's `PUT` of one instance, one instance in a
-    `POST /allocations` (the batched claim) and ten in one. Medians. None on a
-    --nested cloud, whose claims span several providers per instance."""
+    `POST /allocations` (the batched claim) and ten in one; with a concurrent phase,
+    also its claims in its shape (`burst-post`: as many callers at once, each as many
+    `POST`s of as many instances as the phase's calls), which bounds the burst's
+    throughput (fewer runs: a burst takes seconds to write and free). Medians. None
+    on a --nested cloud, whose claims span several providers per instance."""
     if load.nested:
         return None
-    try:
-        found = PF.measure(load.conf, load.want, repeat, shapes=("put-1", "post-1", "post-10"),
-                           log=lambda m: log(f"claim floor: {m}"))
-    except RuntimeError as e:
-        log(f"claim floor not measured: {e}")
-        return None
-    return {shape: v["median_ms"] for shape, v in found["shapes"].items()}
+    out = {}
+    plan = [(("put-1", "post-1", "post-10"), repeat)]
+    if args.concurrency:
+        plan.append((("burst-post",), burst_repeat))
+    for shapes, runs in plan:
+        try:
+            found = PF.measure(load.conf, load.want, runs, shapes=shapes,
+                               log=lambda m: log(f"claim floor: {m}"),
+                               burst=(args.concurrency, args.per_caller, args.instances))
+        except RuntimeError as e:
+            log(f"claim floor {', '.join(shapes)} not measured: {e}")
+            continue
+        out.update({shape: v["median_ms"] for shape, v in found["shapes"].items()})
+    return out or None
 
 
 def rpc_ping_ms(load, n=30):
@@ -559,10 +623,12 @@ def floor_lines(results):
     POST per call for `ours-fast`)."""
     lines = []
     for run in results["runs"]:
-        measured = [m["claim_floor_ms"] for m in run["schedulers"] if m.get("claim_floor_ms")]
+        measured = [m["claim_floor_ms"] for m in run["schedulers"]
+                    if "put-1" in (m.get("claim_floor_ms") or {})]
         if not measured:
             continue
-        claim = {shape: statistics.median(f[shape] for f in measured) for shape in measured[0]}
+        claim = {shape: statistics.median(f[shape] for f in measured)
+                 for shape in ("put-1", "post-1", "post-10")}
         lines.append(f"Floors at {run['hosts']:,} hosts (same run, medians of {len(measured)} "
                      f"measurements beside the schedulers' turns): Placement writes one instance's "
                      f"claim in {claim['put-1']:.1f} ms (PUT), {claim['post-1']:.1f} ms (POST), "
@@ -588,6 +654,63 @@ def floor_lines(results):
                 floor = ping + write
                 lines.append(f"| {s['scheduler']} | {ping:.1f} ms | {p['phase']} ({k} inst) "
                              f"| {p['p50_ms']:.1f} ms | {floor:.1f} ms | {p['p50_ms'] / floor:.2f} |")
+    return lines
+
+
+def burst_lines(results):
+    """The concurrent phase against Placement's own claim rate for the same claims:
+    per scheduler (and so per number of daemons serving the queue), the burst's
+    throughput over `burst-post`'s (the same callers, calls and instances claimed
+    straight in Placement, measured beside every scheduler's turn: the median over
+    the run, and the one beside each turn for that round's ratio), its latency, the
+    single calls' p50, calls answered, providers over capacity, and throughput
+    against the same scheduler served by one daemon."""
+    lines = []
+    for run in results["runs"]:
+        turns = [m for m in run["schedulers"] if (m.get("claim_floor_ms") or {}).get("burst-post")]
+        conc = [(s, p) for s in run["pooled"] for p in s["phases"] if p["phase"] == "concurrent"]
+        if not turns or not conc:
+            continue
+        args = results["args"]
+        callers, per_caller, k = args["concurrency"], args["per_caller"], args["instances"]
+        instances = callers * per_caller * k
+
+        def rate(ms):
+            return instances / (ms / 1000)
+
+        rates = [rate(m["claim_floor_ms"]["burst-post"]) for m in turns]
+        placement = statistics.median(rates)
+        lines.append(f"Concurrent burst at {run['hosts']:,} hosts: {callers} callers at once, each "
+                     f"{per_caller} call(s) of {k} instances. Placement's own claim rate for the same "
+                     f"claims ({callers} callers, each {per_caller} POST(s) of {k} consumers, no "
+                     f"scheduler): {placement:.1f} instances/s (median of {len(rates)} measurements "
+                     f"beside the schedulers' turns, {min(rates):.1f}-{max(rates):.1f}).")
+        lines.append("")
+        lines.append("| scheduler | daemons | instances/s | by round | this / Placement (by round) "
+                     "| this / 1 daemon | p50 | p95 | single p50 | answered | errors "
+                     "| over capacity | conflicts | CPU/call |")
+        lines.append("|" + "---|" * 14)
+        one = {s["scheduler"]: p["instances_per_s"] for s, p in conc if s.get("daemons", 1) == 1}
+        for s, p in conc:
+            mine = [m for m in run["schedulers"] if m["scheduler"] == s["scheduler"]]
+            by_round = [
+                f"{ph['instances_per_s'] / rate(m['claim_floor_ms']['burst-post']):.2f}"
+                for m in mine for ph in m["phases"]
+                if ph["phase"] == "concurrent" and (m.get("claim_floor_ms") or {}).get("burst-post")]
+            single = next((q for q in s["phases"] if q["phase"] == "single"), {})
+            base = one.get(base_name(s["scheduler"]))
+            vs_one = f"{p['instances_per_s'] / base:.2f}" if base else "-"
+            lost = p["errors"].get("MessagingTimeout", 0)
+            errors = ", ".join(f"{e} {n}" for e, n in sorted(p["errors"].items())) or "0"
+            lines.append(
+                f"| {s['scheduler']} | {s.get('daemons', 1)} | {p['instances_per_s']:.1f} "
+                f"| {' / '.join(f'{v:.1f}' for v in p['instances_per_s_by_round'])} "
+                f"| {p['instances_per_s'] / placement:.2f} ({' / '.join(by_round)}) "
+                f"| {vs_one} "
+                f"| {p['p50_ms']:,.0f} ms | {p['p95_ms']:,.0f} ms "
+                f"| {single.get('p50_ms', '-')} ms | {p['calls'] - lost} / {p['calls']} | {errors} "
+                f"| {p['over_capacity']} | {p['claim_conflicts']} "
+                f"| {p['scheduler_cpu_ms_per_call']} ms |")
     return lines
 
 
@@ -649,6 +772,10 @@ def markdown(results):
     if floors:
         lines += floors
         lines.append("")
+    bursts = burst_lines(results)
+    if bursts:
+        lines += bursts
+        lines.append("")
     lines.append("| hosts | scheduler | round | ready | first answer | peak RSS (largest process) "
                  "| RSS sum of group | Placement CPU/call (single) | MariaDB CPU/call (single) "
                  "| GET /allocation_candidates | Placement's own time/call (single) "
@@ -704,7 +831,9 @@ def main():
                          "read_allocations_ahead = false), ours-baseline (ours from --baseline-bin), "
                          "ours-fast-bare (ours-fast with no decision ring and no listener), "
                          "ours-fast-observed (ours-fast with the HTTP listener scraped every "
-                         "NSRS_SCRAPE_INTERVAL seconds, default 15)")
+                         "NSRS_SCRAPE_INTERVAL seconds, default 15), ours-fast-x2 and "
+                         "ours-fast-x4 (ours-fast served by 2 or 4 daemons consuming the "
+                         "scheduler queue at once, active/active)")
     ap.add_argument("--bin", required=True, help="the nova-scheduler-rs binary")
     ap.add_argument("--baseline-bin", default=None,
                     help="another nova-scheduler-rs binary, run as 'ours-baseline' (for example "
