@@ -67,24 +67,23 @@ fn mix(i: u64, salt: u64) -> u64 {
 
 /// The name tables, with `aggregates` aggregates.
 fn empty_index(aggregates: i64) -> ProviderIndex {
-    ProviderIndex {
-        resource_classes: NameTable::from_rows(
-            CLASSES
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (i as i64, c.to_string())),
-        ),
-        traits: NameTable::from_rows(
-            TRAITS
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (i as i64 + 100, t.to_string())),
-        ),
-        aggregates: NameTable::from_rows(
-            (0..aggregates).map(|a| (a, format!("00000000-0000-4000-8000-{a:012}"))),
-        ),
-        ..ProviderIndex::default()
-    }
+    let mut index = ProviderIndex::default();
+    index.resource_classes = NameTable::from_rows(
+        CLASSES
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as i64, c.to_string())),
+    );
+    index.traits = NameTable::from_rows(
+        TRAITS
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as i64 + 100, t.to_string())),
+    );
+    index.aggregates = NameTable::from_rows(
+        (0..aggregates).map(|a| (a, format!("00000000-0000-4000-8000-{a:012}"))),
+    );
+    index
 }
 
 fn inv(total: i64, ratio: f32) -> Inventory {

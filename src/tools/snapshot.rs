@@ -301,12 +301,10 @@ pub fn provider_index(snapshot: &Snapshot) -> ProviderIndex {
         .enumerate()
         .map(|(i, p)| (p.uuid.as_str(), i as i64 + 1))
         .collect();
-    let mut index = ProviderIndex {
-        resource_classes,
-        traits,
-        aggregates,
-        ..ProviderIndex::default()
-    };
+    let mut index = ProviderIndex::default();
+    index.resource_classes = resource_classes;
+    index.traits = traits;
+    index.aggregates = aggregates;
     for p in providers {
         let id = ids[p.uuid.as_str()];
         let rc = |name: &str| index.resource_classes.id(name);

@@ -216,6 +216,9 @@ impl ProviderIndex {
             }
         }
         self.marks = Some(marks);
+        if complete || stats.changed > 0 {
+            self.reshape();
+        }
         stats.providers = self.providers.len();
         stats
     }

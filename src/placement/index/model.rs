@@ -127,6 +127,16 @@ pub struct ProviderIndex {
     /// Where the last read left off (the loader's bookkeeping, not Placement's
     /// state: two indexes holding the same providers are equal whatever their marks).
     pub marks: Option<ReadMarks>,
+    /// Whether some provider has a parent, and whether some provider shares via
+    /// aggregate: known when the providers change ([`reshape`](Self::reshape)), not
+    /// looked for over every provider on every request.
+    pub(super) shape: Shape,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Shape {
+    trees: bool,
+    sharing: bool,
 }
 
 impl PartialEq for ProviderIndex {
@@ -163,6 +173,14 @@ pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
 impl ProviderIndex {
     /// Adds or replaces a provider.
     pub fn upsert(&mut self, provider: Provider) {
+        // Kept in step without a pass over every provider (an index is built by
+        // upserts); a flag left set after a replacement only sends requests to the
+        // general search, which answers flat clouds alike.
+        self.shape.trees |= provider.parent_id.is_some();
+        self.shape.sharing |= self
+            .traits
+            .id(SHARING_TRAIT)
+            .is_some_and(|t| provider.traits.contains(&t));
         self.by_uuid.insert(provider.uuid.clone(), provider.id);
         self.providers.insert(provider.id, provider);
     }
@@ -172,6 +190,20 @@ impl ProviderIndex {
         self.providers.retain(|id, _| keep.contains(id));
         let providers = &self.providers;
         self.by_uuid.retain(|_, id| providers.contains_key(id));
+        self.reshape();
+    }
+
+    /// Records whether the index holds provider trees and sharing providers; to be
+    /// called after changing `providers` or `traits` directly (the loader's
+    /// [`apply`](Self::apply), [`upsert`](Self::upsert) and
+    /// [`retain_ids`](Self::retain_ids) call it).
+    pub fn reshape(&mut self) {
+        let sharing = self.traits.id(SHARING_TRAIT);
+        self.shape = Shape {
+            trees: self.providers.values().any(|p| p.parent_id.is_some()),
+            sharing: sharing
+                .is_some_and(|t| self.providers.values().any(|p| p.traits.contains(&t))),
+        };
     }
 
     pub fn provider(&self, uuid: &str) -> Option<&Provider> {
@@ -180,15 +212,12 @@ impl ProviderIndex {
 
     /// Placement's `_has_provider_trees`: some provider has a parent.
     pub fn has_trees(&self) -> bool {
-        self.providers.values().any(|p| p.parent_id.is_some())
+        self.shape.trees
     }
 
     /// Placement's `get_sharing_providers` is not empty.
     pub fn has_sharing(&self) -> bool {
-        match self.traits.id(SHARING_TRAIT) {
-            Some(t) => self.providers.values().any(|p| p.traits.contains(&t)),
-            None => false,
-        }
+        self.shape.sharing
     }
 
     /// Records our own claim: `amounts` (resource class name → amount) per provider

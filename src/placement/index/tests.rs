@@ -37,6 +37,7 @@ fn index() -> ProviderIndex {
     }
     index.providers.get_mut(&2).unwrap().traits.insert(2);
     index.providers.get_mut(&1).unwrap().aggregates.insert(7);
+    index.reshape();
     index
 }
 
@@ -155,6 +156,7 @@ fn unsupported_shapes_and_worlds() {
     // A nested provider: answered by the general search.
     index.providers.get_mut(&2).unwrap().parent_id = Some(1);
     index.providers.get_mut(&2).unwrap().root_id = 1;
+    index.reshape();
     assert!(local_candidates(&index, &params(&[("resources", "VCPU:1")])).is_ok());
 }
 
@@ -183,6 +185,7 @@ fn limit_keeps_the_first_matches_in_provider_id_order() {
     ];
     assert_eq!(hosts(&index, &without_x), vec![A]);
     index.providers.get_mut(&1).unwrap().traits.insert(2);
+    index.reshape();
     assert_eq!(hosts(&index, &without_x), vec![c]);
     let beyond = [("resources", "VCPU:1"), ("limit", "1000")];
     assert_eq!(hosts(&index, &beyond), vec![A, B, c]);
@@ -308,6 +311,7 @@ fn forest() -> ProviderIndex {
     index.providers.get_mut(&6).unwrap().traits.insert(2);
     index.providers.get_mut(&5).unwrap().aggregates.insert(7);
     index.providers.get_mut(&6).unwrap().aggregates.insert(7);
+    index.reshape();
     index
 }
 
