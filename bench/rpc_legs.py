@@ -128,7 +128,7 @@ def main():
     env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "info"))
     logpath = state / "logs" / "rpc-legs-daemon.log"
     S.wait_consumers(transport_url, False, 30)
-    daemon = S.Scheduler("ours", [args.bin, "--config-file", str(conf)], logpath, env)
+    daemon = S.Scheduler("ours", [[args.bin, "--config-file", str(conf)]], [logpath], env)
     daemon.start()
     trace_path = state / "bench" / "rpc-legs-trace.txt"
     trace_path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,7 @@ def main():
 
         load.api.select_destinations = marked
         tracer = subprocess.Popen(
-            [perf, "trace", "-p", f"{os.getpid()},{daemon.proc.pid}", "-e", "sendto,recvfrom,write",
+            [perf, "trace", "-p", f"{os.getpid()},{daemon.procs[0].pid}", "-e", "sendto,recvfrom,write",
              "-o", str(trace_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.5)  # perf attaches to every thread of both processes
         if tracer.poll() is not None:
