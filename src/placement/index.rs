@@ -19,13 +19,14 @@ pub mod request;
 pub mod trees;
 
 pub use candidates::local_candidates;
-pub use loader::{IndexError, IndexLoader, RefreshStats};
+pub use loader::{IndexError, IndexLoader, RefreshStats, UsageRead};
 pub use model::{Inventory, Provider, ProviderIndex};
 pub use request::{FallbackKind, GroupPolicy, LocalRequest, RequestGroup, Unsupported};
 
 use crate::placement::AllocationCandidates;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
@@ -45,10 +46,20 @@ pub struct LiveIndex {
     loader: IndexLoader,
     fast: AtomicU64,
     fallback: AtomicU64,
-    /// Bumped (under the write lock) whenever a refresh replaces the usages with
-    /// Placement's: a tentative claim made before a bump is no longer in the usages,
-    /// so reverting it would subtract what is not there.
+    /// Bumped (under the write lock) whenever a refresh replaces usages with
+    /// Placement's: a tentative claim made before a bump may no longer be in them,
+    /// so reverting it there would subtract what is not there.
     usages_epoch: AtomicU64,
+    /// Which usages were replaced at which epoch (taken under the write lock).
+    replaced: Mutex<Replaced>,
+}
+
+/// The epochs at which usages were last replaced: all of them (a full sum), or one
+/// provider's (its generation moved).
+#[derive(Debug, Default)]
+struct Replaced {
+    all: u64,
+    providers: FxHashMap<i64, u64>,
 }
 
 /// A claim recorded in the index before Placement accepted it
@@ -81,6 +92,7 @@ impl LiveIndex {
             fast: AtomicU64::new(0),
             fallback: AtomicU64::new(0),
             usages_epoch: AtomicU64::new(0),
+            replaced: Mutex::new(Replaced::default()),
         }
     }
 
@@ -88,11 +100,17 @@ impl LiveIndex {
     pub async fn refresh(&self) -> Result<RefreshStats, IndexError> {
         let known = self.read().known();
         let delta = self.loader.read_changes(&known).await?;
+        let resummed = match &delta.usages {
+            UsageRead::Partial { ids, .. } => Some(ids.clone()),
+            _ => None,
+        };
         let stats = {
             let mut index = self.write();
             let stats = index.apply(delta);
-            if stats.usages_read || stats.resummed > 0 {
-                self.usages_epoch.fetch_add(1, Ordering::Relaxed);
+            if stats.usages_read {
+                self.mark_replaced(None);
+            } else if let Some(ids) = &resummed {
+                self.mark_replaced(Some(ids));
             }
             stats
         };
@@ -107,6 +125,24 @@ impl LiveIndex {
             "placement provider index refreshed"
         );
         Ok(stats)
+    }
+
+    /// Records that a refresh replaced the usages of `ids` (every provider's when
+    /// `None`) with Placement's; called under the write lock.
+    fn mark_replaced(&self, ids: Option<&std::collections::BTreeSet<i64>>) {
+        let epoch = self.usages_epoch.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut replaced = self.replaced.lock().unwrap_or_else(|p| p.into_inner());
+        match ids {
+            None => {
+                replaced.all = epoch;
+                replaced.providers.clear();
+            }
+            Some(ids) => {
+                for &id in ids {
+                    replaced.providers.insert(id, epoch);
+                }
+            }
+        }
     }
 
     /// Refreshes every `interval` until the index is dropped.
@@ -196,14 +232,22 @@ impl LiveIndex {
         })
     }
 
-    /// Takes a tentative claim back out, unless a refresh has since replaced the
-    /// usages with Placement's (which never held it).
+    /// Takes a tentative claim back out of the providers whose usages no refresh
+    /// has replaced with Placement's (which never held it) since it was made.
     pub fn revert(&self, tentative: &Tentative) {
         let mut index = self.write();
-        if self.usages_epoch.load(Ordering::Relaxed) != tentative.epoch {
+        let replaced = self.replaced.lock().unwrap_or_else(|p| p.into_inner());
+        if replaced.all > tentative.epoch {
             return;
         }
         for (id, rc_id, amount) in &tentative.amounts {
+            if replaced
+                .providers
+                .get(id)
+                .is_some_and(|&at| at > tentative.epoch)
+            {
+                continue;
+            }
             if let Some(used) = index
                 .providers
                 .get_mut(id)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 use super::model::NameTable;
 use super::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn inv(total: i64, ratio: f32) -> Inventory {
     Inventory {
@@ -255,8 +255,32 @@ async fn revert_after_a_usages_refresh_changes_nothing() {
         .unwrap()
         .usages
         .insert(0, 5);
-    live.usages_epoch.fetch_add(1, Ordering::Relaxed);
+    live.mark_replaced(None);
     live.revert(&t);
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
+}
+
+#[tokio::test]
+async fn revert_skips_only_the_providers_whose_usages_were_replaced() {
+    let live = live(index());
+    let t = live
+        .try_claim(&serde_json::json!({"allocations": {
+            A: {"resources": {"VCPU": 2}}, B: {"resources": {"VCPU": 3}}}}))
+        .unwrap();
+    // A partial refresh re-summed A alone (its generation moved): Placement's 5.
+    live.write()
+        .providers
+        .get_mut(&1)
+        .unwrap()
+        .usages
+        .insert(0, 5);
+    live.mark_replaced(Some(&BTreeSet::from([1])));
+    live.revert(&t);
+    assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
+    assert_eq!(live.snapshot().provider(B).unwrap().used(0), 0);
+    // A claim made after that refresh is taken out of A as well.
+    let later = live.try_claim(&request(A, 1)).unwrap();
+    live.revert(&later);
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
 }
 
