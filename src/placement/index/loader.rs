@@ -187,6 +187,7 @@ impl ProviderIndex {
                     continue;
                 }
                 take_details(&mut p);
+                self.note_shape(&p);
                 match self.providers.get_mut(&p.id) {
                     Some(old) => {
                         p.usages = std::mem::take(&mut old.usages);
@@ -216,7 +217,7 @@ impl ProviderIndex {
             }
         }
         self.marks = Some(marks);
-        if complete || stats.changed > 0 {
+        if complete {
             self.reshape();
         }
         stats.providers = self.providers.len();

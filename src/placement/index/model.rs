@@ -173,14 +173,7 @@ pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
 impl ProviderIndex {
     /// Adds or replaces a provider.
     pub fn upsert(&mut self, provider: Provider) {
-        // Kept in step without a pass over every provider (an index is built by
-        // upserts); a flag left set after a replacement only sends requests to the
-        // general search, which answers flat clouds alike.
-        self.shape.trees |= provider.parent_id.is_some();
-        self.shape.sharing |= self
-            .traits
-            .id(SHARING_TRAIT)
-            .is_some_and(|t| provider.traits.contains(&t));
+        self.note_shape(&provider);
         self.by_uuid.insert(provider.uuid.clone(), provider.id);
         self.providers.insert(provider.id, provider);
     }
@@ -193,10 +186,21 @@ impl ProviderIndex {
         self.reshape();
     }
 
-    /// Records whether the index holds provider trees and sharing providers; to be
-    /// called after changing `providers` or `traits` directly (the loader's
-    /// [`apply`](Self::apply), [`upsert`](Self::upsert) and
-    /// [`retain_ids`](Self::retain_ids) call it).
+    /// Counts `provider` (new or replacing one) into the shape without a pass over
+    /// every provider. A flag it leaves set after a replacement only sends requests
+    /// to the general search, which answers flat clouds alike; the next
+    /// [`reshape`](Self::reshape) clears it.
+    pub(super) fn note_shape(&mut self, provider: &Provider) {
+        self.shape.trees |= provider.parent_id.is_some();
+        self.shape.sharing |= self
+            .traits
+            .id(SHARING_TRAIT)
+            .is_some_and(|t| provider.traits.contains(&t));
+    }
+
+    /// Records whether the index holds provider trees and sharing providers, over
+    /// every provider; to be called after changing `providers` or `traits` directly
+    /// ([`retain_ids`](Self::retain_ids) and a complete refresh call it).
     pub fn reshape(&mut self) {
         let sharing = self.traits.id(SHARING_TRAIT);
         self.shape = Shape {

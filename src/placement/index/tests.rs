@@ -243,19 +243,21 @@ async fn a_claim_across_providers_is_all_or_nothing() {
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 0);
 }
 
+/// What a refresh does to A's VCPU usage: Placement's `used`, recorded as replaced
+/// for `ids` (every provider when `None`).
+fn refreshed_vcpu_usage(live: &LiveIndex, used: i64, ids: Option<&BTreeSet<i64>>) {
+    let mut index = live.write();
+    index.providers.get_mut(&1).unwrap().usages.insert(0, used);
+    live.mark_replaced(ids);
+}
+
 #[tokio::test]
 async fn revert_after_a_usages_refresh_changes_nothing() {
     let live = live(index());
     let t = live.try_claim(&request(A, 4)).unwrap();
     // A refresh replaced the usages with Placement's, 5 of another consumer (which
     // never held the claim): taking the claim out would leave 1.
-    live.write()
-        .providers
-        .get_mut(&1)
-        .unwrap()
-        .usages
-        .insert(0, 5);
-    live.mark_replaced(None);
+    refreshed_vcpu_usage(&live, 5, None);
     live.revert(&t);
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
 }
@@ -268,13 +270,7 @@ async fn revert_skips_only_the_providers_whose_usages_were_replaced() {
             A: {"resources": {"VCPU": 2}}, B: {"resources": {"VCPU": 3}}}}))
         .unwrap();
     // A partial refresh re-summed A alone (its generation moved): Placement's 5.
-    live.write()
-        .providers
-        .get_mut(&1)
-        .unwrap()
-        .usages
-        .insert(0, 5);
-    live.mark_replaced(Some(&BTreeSet::from([1])));
+    refreshed_vcpu_usage(&live, 5, Some(&BTreeSet::from([1])));
     live.revert(&t);
     assert_eq!(live.snapshot().provider(A).unwrap().used(0), 5);
     assert_eq!(live.snapshot().provider(B).unwrap().used(0), 0);
