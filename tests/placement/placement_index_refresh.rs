@@ -5,7 +5,10 @@
 //! change Placement's API makes that moves a generation (a claim, inventories,
 //! traits, aggregates, a new provider) is seen by the next refresh and equals a full
 //! load for that provider; a deletion, which moves no generation, waits for the
-//! next full sum.
+//! next full sum. A provider deleted between two refreshes (alone, or while
+//! another is created) is gone after the next one, a reshape (inventories and
+//! allocations moved into a child in one transaction) is seen by the next one, and
+//! a consumer deleted in a small cloud is caught up by the full sums' own pace.
 
 use crate::nova_schema;
 use crate::placement_admin::Admin;
@@ -134,4 +137,188 @@ async fn a_partial_refresh_sees_every_change_that_moves_a_generation() {
         .await
         .expect("full refresh");
     assert_eq!(index.provider(&a).unwrap().usages, loaded(&a).await.usages);
+}
+
+/// Refreshes `live` until `done` holds of its snapshot, for at most 5 s.
+async fn refresh_until(live: &LiveIndex, what: &str, done: impl Fn(&ProviderIndex) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        live.refresh().await.expect("refresh");
+        if done(&live.snapshot()) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not seen in 5 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_drops_deleted_providers_and_catches_up_deleted_consumers() {
+    let admin = Admin::new().await;
+    let (a, b, child) = (uuid(), uuid(), uuid());
+    for rp in [&a, &b] {
+        admin
+            .compute_provider(
+                rp,
+                &format!("deletion-{rp}"),
+                (8, 1.0),
+                4096,
+                50,
+                &["COMPUTE_NODE"],
+            )
+            .await;
+    }
+    admin
+        .provider(&child, &format!("deletion-{child}"), Some(&a))
+        .await;
+    // Full sums held off: dropping a provider must not wait for one.
+    let live = LiveIndex::load(loader().await.with_full_sum_factor(u32::MAX))
+        .await
+        .expect("index");
+    assert!(live.snapshot().provider(&child).is_some());
+
+    let (status, body) = admin
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/resource_providers/{child}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204, "delete the child: {body}");
+    let stats = live.refresh().await.expect("refresh");
+    assert!(!stats.usages_read, "{stats:?}");
+    assert!(
+        live.snapshot().provider(&child).is_none(),
+        "a deleted child is dropped: {stats:?}"
+    );
+    refreshed_equals_full(&live, &a, "the deleted child's root").await;
+
+    // One provider gone and one come between two refreshes: the count may be the
+    // same, the highest id is not.
+    let d = uuid();
+    let (status, body) = admin
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/resource_providers/{b}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204, "delete {b}: {body}");
+    admin
+        .compute_provider(
+            &d,
+            &format!("deletion-{d}"),
+            (4, 1.0),
+            2048,
+            20,
+            &["COMPUTE_NODE"],
+        )
+        .await;
+    let stats = live.refresh().await.expect("refresh");
+    assert!(
+        live.snapshot().provider(&b).is_none(),
+        "a deleted provider is dropped: {stats:?}"
+    );
+    refreshed_equals_full(&live, &d, "the provider created meanwhile").await;
+
+    // A consumer deleted: no generation moves, so only a full sum sees it; with the
+    // default pace (ten times the last full sum's cost) a small cloud gets one soon.
+    let live = LiveIndex::load(loader().await).await.expect("index");
+    let consumer = uuid();
+    let claim = json!({"allocations": {&a: {"resources": {"VCPU": 3, "MEMORY_MB": 512}}}});
+    let (status, body) = admin
+        .claim("1.36", &consumer, &claim, &uuid(), &uuid())
+        .await;
+    assert_eq!(status, 204, "claim: {body}");
+    let used = |index: &ProviderIndex| index.provider(&a).map(|p| p.usages.values().sum::<i64>());
+    refresh_until(&live, "the claim", |index| used(index) == Some(515)).await;
+    admin.delete_allocations(&consumer).await;
+    refresh_until(&live, "the deleted consumer", |index| {
+        used(index) == Some(0)
+    })
+    .await;
+    assert_eq!(
+        live.snapshot().provider(&a).unwrap().usages,
+        loaded(&a).await.usages
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_refresh_sees_a_reshape() {
+    let admin = Admin::new().await;
+    let (root, child, consumer) = (uuid(), uuid(), uuid());
+    admin
+        .provider(&root, &format!("reshape-{root}"), None)
+        .await;
+    admin
+        .inventories(
+            &root,
+            json!({"VCPU": {"total": 8, "allocation_ratio": 1.0},
+                   "CUSTOM_RESHAPE_GPU": {"total": 4, "allocation_ratio": 1.0}}),
+        )
+        .await;
+    admin
+        .provider(&child, &format!("reshape-{child}"), Some(&root))
+        .await;
+    let claim =
+        json!({"allocations": {&root: {"resources": {"VCPU": 2, "CUSTOM_RESHAPE_GPU": 1}}}});
+    let (status, body) = admin
+        .claim("1.36", &consumer, &claim, &uuid(), &uuid())
+        .await;
+    assert_eq!(status, 204, "claim: {body}");
+    let live = LiveIndex::load(loader().await.with_full_sum_factor(u32::MAX))
+        .await
+        .expect("index");
+
+    // The GPUs move from the root into the child, with the consumer's share, as a
+    // virt driver's update_provider_tree does on upgrade (POST /reshaper, 1.30).
+    let generation = |rp: String| {
+        let admin = &admin;
+        async move {
+            let (s, body) = admin
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/resource_providers/{rp}"),
+                    None,
+                )
+                .await;
+            assert_eq!(s, 200, "{rp}: {body}");
+            body["generation"].clone()
+        }
+    };
+    let (status, body) = admin
+        .call(
+            reqwest::Method::GET,
+            &format!("/allocations/{consumer}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let reshape = json!({
+        "inventories": {
+            &root: {"resource_provider_generation": generation(root.clone()).await,
+                    "inventories": {"VCPU": {"total": 8, "allocation_ratio": 1.0}}},
+            &child: {"resource_provider_generation": generation(child.clone()).await,
+                     "inventories": {"CUSTOM_RESHAPE_GPU": {"total": 4, "allocation_ratio": 1.0}}},
+        },
+        "allocations": {
+            &consumer: {
+                "allocations": {
+                    &root: {"resources": {"VCPU": 2}},
+                    &child: {"resources": {"CUSTOM_RESHAPE_GPU": 1}},
+                },
+                "project_id": body["project_id"], "user_id": body["user_id"],
+                "consumer_generation": body["consumer_generation"],
+            }
+        },
+    });
+    let (status, answer) = admin.reshape(reshape).await;
+    assert_eq!(status, 204, "reshape: {answer}");
+    refreshed_equals_full(&live, &root, "the reshaped root").await;
+    refreshed_equals_full(&live, &child, "the reshaped child").await;
+    let child_now = live.snapshot().provider(&child).unwrap().clone();
+    assert_eq!(child_now.usages.values().sum::<i64>(), 1, "{child_now:?}");
 }
