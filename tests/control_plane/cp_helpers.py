@@ -180,6 +180,22 @@ class Placement:
         return self.get(f"/resource_providers/{rp_uuid}/aggregates")["aggregates"]
 
 
+def enable_computes(nova, placement, computes, hosts):
+    """Re-enables the compute services of `hosts` and waits until the scheduler can see
+    it: nova-compute removes the COMPUTE_STATUS_DISABLED trait from its provider (nova's
+    prefilter asks Placement without it; a refused trait update waits for the compute's
+    periodic task), and the scheduler's host state cache reads the service row again
+    (every `host_state_refresh_interval`, 1 s, and one pass may be under way)."""
+    for h in hosts:
+        nova.set_service(h, status="enabled")
+
+    def traits_cleared():
+        return all("COMPUTE_STATUS_DISABLED" not in
+                   placement.get(f"/resource_providers/{computes[h]}/traits")["traits"] for h in hosts)
+    wait_for(f"the COMPUTE_STATUS_DISABLED trait to leave {', '.join(hosts)}", traits_cleared)
+    time.sleep(2.5)
+
+
 def allocation_trees(placement, consumer):
     """{root provider name: {resource class: amount}} of a consumer's allocations."""
     providers = placement.providers()

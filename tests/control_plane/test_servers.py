@@ -43,8 +43,7 @@ def test_boot_skips_disabled_computes(nova, placement, computes, small):
         assert H.host_of(s) == enabled
         H.assert_allocated_on(placement, s, enabled, small)
     finally:
-        for h in disabled:
-            nova.set_service(h, status="enabled")
+        H.enable_computes(nova, placement, computes, disabled)
 
 
 def test_multi_create_spreads(nova, placement, computes, small):
