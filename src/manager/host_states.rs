@@ -55,6 +55,10 @@ pub(super) fn index_by_provider(
         Default::default(),
     );
     for ar in allocation_requests {
+        if let Some(rp) = ar.single_provider_uuid() {
+            index.entry(Arc::clone(rp)).or_default().push(ar);
+            continue;
+        }
         let providers = ar.providers();
         let Some((last, others)) = providers.split_last() else {
             continue;

@@ -107,6 +107,14 @@ impl AllocationCandidate {
         matches!(self.0, Repr::SingleProvider { .. })
     }
 
+    /// The one provider of a compact single-provider candidate.
+    pub fn single_provider_uuid(&self) -> Option<&Arc<str>> {
+        match &self.0 {
+            Repr::SingleProvider { provider, .. } => Some(provider),
+            _ => None,
+        }
+    }
+
     /// Both compact, holding the very same resources map.
     #[cfg(test)]
     pub(crate) fn shares_resources_with(&self, other: &AllocationCandidate) -> bool {

@@ -150,8 +150,13 @@ impl Resolved {
             return false;
         }
         if !self.root_required.is_empty() || !self.root_forbidden.is_empty() {
-            let Some(root) = index.providers.get(&p.root_id) else {
-                return false;
+            let root = if p.root_id == p.id {
+                p
+            } else {
+                match index.providers.get(&p.root_id) {
+                    Some(root) => root,
+                    None => return false,
+                }
             };
             if root.parent_id.is_some()
                 || !self.root_required.iter().all(|t| root.traits.contains(t))
@@ -207,8 +212,12 @@ fn single_provider_candidates(
         resources.insert(rc.clone(), Value::from(*amount));
     }
     let resources = Arc::new(resources);
-    let mut found = AllocationCandidates::default();
     let limit = req.limit.map_or(usize::MAX, |n| n as usize);
+    let room = limit.min(index.providers.len());
+    let mut found = AllocationCandidates {
+        allocation_requests: Vec::with_capacity(room),
+        provider_uuids: Vec::with_capacity(room),
+    };
     for p in index.providers.values() {
         if found.allocation_requests.len() >= limit {
             break;
