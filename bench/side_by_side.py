@@ -22,6 +22,14 @@ reversal lets such a drift weigh on every scheduler alike. The report pools the
 rounds (percentiles over every call of every round, CPU over all calls) and
 shows each round's p50 beside.
 
+The floor: on each cloud, the RPC round trip (nova's `baseapi` ping through nova's
+client and RabbitMQ) plus Placement's write of the claims in the grouping each
+scheduler uses (bench/placement_floor.py, measured beside every turn). Beside the
+p50's ratio to it, the ratio to the floor plus nova's objects: the time nova's
+client spends turning the RequestSpec and the Selections to and from primitives in
+each call (bench/load.py's `time_nova_serializer`), which any scheduler's caller
+pays and the ping does not.
+
 Active/active: `ours-fast-x2` and `ours-fast-x4` start 2 or 4 daemons of the
 `ours-fast` command (each as if on its own host, each with its own log), measured
 once all of them consume the `scheduler` queue, their CPU summed. With a
@@ -460,6 +468,9 @@ def pool(measured):
                 "instances_per_s_by_round": [p["instances_per_s"] for p in ps],
                 **L.summarize_latencies([ms / 1000 for p in ps for ms in p["latencies_ms"]]),
                 "p50_ms_by_round": [p["p50_ms"] for p in ps],
+                "client_objects_p50_ms": (
+                    round(statistics.median(ms for p in ps for ms in p["client_objects_ms"]), 2)
+                    if all(p.get("client_objects_ms") for p in ps) else None),
                 "scheduler_cpu_ms_per_call": per_call("scheduler_cpu_s"),
                 "placement_cpu_ms_per_call": per_call("placement_cpu_s"),
                 "mariadb_cpu_ms_per_call": per_call("mariadb_cpu_s"),
@@ -620,7 +631,10 @@ def floor_lines(results):
     round trip (its own baseapi ping, median over rounds) plus Placement's claim
     write in the grouping the scheduler uses (one PUT per instance for nova and
     `ours`, a lower bound for them since nova also reads each consumer first; one
-    POST per call for `ours-fast`)."""
+    POST per call for `ours-fast`). Beside it, the floor plus nova's objects: what
+    nova's client spends in the calling thread turning the RequestSpec and the
+    Selections to and from primitives (median per call, bench/load.py's
+    `time_nova_serializer`), which the ping does not do and any scheduler's caller pays."""
     lines = []
     for run in results["runs"]:
         measured = [m["claim_floor_ms"] for m in run["schedulers"]
@@ -634,8 +648,9 @@ def floor_lines(results):
                      f"claim in {claim['put-1']:.1f} ms (PUT), {claim['post-1']:.1f} ms (POST), "
                      f"ten in one POST in {claim['post-10']:.1f} ms.")
         lines.append("")
-        lines.append("| scheduler | RPC ping | phase | p50 | floor (ping + claims) | p50 / floor |")
-        lines.append("|---|---|---|---|---|---|")
+        lines.append("| scheduler | RPC ping | phase | p50 | floor (ping + claims) | p50 / floor "
+                     "| nova's objects | p50 / (floor + objects) |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for s in run["pooled"]:
             pings = [m["rpc_ping_ms"] for m in run["schedulers"]
                      if m["scheduler"] == s["scheduler"] and m.get("rpc_ping_ms")]
@@ -652,8 +667,12 @@ def floor_lines(results):
                 else:
                     write = claim["put-1"] * k
                 floor = ping + write
+                objects = p.get("client_objects_p50_ms")
+                with_objects = (f"{objects:.2f} ms | {p['p50_ms'] / (floor + objects):.2f}"
+                                if objects is not None else "- | -")
                 lines.append(f"| {s['scheduler']} | {ping:.1f} ms | {p['phase']} ({k} inst) "
-                             f"| {p['p50_ms']:.1f} ms | {floor:.1f} ms | {p['p50_ms'] / floor:.2f} |")
+                             f"| {p['p50_ms']:.1f} ms | {floor:.1f} ms | {p['p50_ms'] / floor:.2f} "
+                             f"| {with_objects} |")
     return lines
 
 
