@@ -25,7 +25,9 @@
 //!    Placement): `--log-file PATH --use-json` writes one JSON object per line with
 //!    oslo's keys and the call's request id; `debug` rewritten in the file and a
 //!    SIGHUP turn debug lines on and off without a restart.
-//! 5. A database that is down at startup (RabbitMQ and the nova schema only): with
+//! 5. systemd's notification protocol: `READY=1`, `WATCHDOG=1` at half the period,
+//!    `STOPPING=1` on SIGTERM, on the socket `NOTIFY_SOCKET` names.
+//! 6. A database that is down at startup (RabbitMQ and the nova schema only): with
 //!    `max_retries = 1` a refused port is named (host:port, "refused") and the daemon
 //!    exits non-zero within seconds; with `max_retries = -1` it retries, `/readyz`
 //!    answers 503 naming the awaited database, and it becomes ready once the port
@@ -1948,6 +1950,75 @@ async fn oslo_log_json_file_and_sighup_debug_without_a_restart() {
     assert!(stderr.trim().is_empty(), "lines went to stderr:\n{stderr}");
     json_lines(&log);
     drop(daemon);
+    rig.finish();
+}
+
+/// systemd's notification protocol as systemd reads it (datagrams on the unix socket
+/// named by `NOTIFY_SOCKET`, a `Type=notify` unit with `WatchdogSec=1`): `READY=1` once
+/// the daemon consumes (after any `STATUS=`), `WATCHDOG=1` every half period while it
+/// is live, `STOPPING=1` on SIGTERM, then exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_hears_ready_watchdog_and_stopping() {
+    let rig = LogRig::new("notify").await;
+    let socket_path = rig.dir.join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).expect("notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let log = rig.dir.join("stderr.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
+        .arg("--config-file")
+        .arg(&rig.conf)
+        .env_remove("RUST_LOG")
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "1000000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the daemon");
+    let mut daemon = Daemon { child, log };
+    let next = || {
+        let mut buf = [0u8; 512];
+        let n = socket.recv(&mut buf).expect("a notification within 60 s");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    // Startup may say what it waits for (`STATUS=`) before it is ready.
+    let ready = loop {
+        let said = next();
+        if !said.starts_with("STATUS=") {
+            break said;
+        }
+    };
+    assert_eq!(ready, "READY=1\n", "READY=1 after any STATUS=");
+    assert!(
+        daemon.log_text().contains("scheduler ready"),
+        "READY=1 only once ready:\n{}",
+        daemon.log_text()
+    );
+    let watchdog: Vec<String> = (0..3).map(|_| next()).collect();
+    assert_eq!(watchdog, ["WATCHDOG=1\n"; 3]);
+    assert!(Command::new("kill")
+        .args(["-TERM", &daemon.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let stopping = loop {
+        let said = next();
+        if said != "WATCHDOG=1\n" {
+            break said;
+        }
+    };
+    assert_eq!(stopping, "STOPPING=1\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}:\n{}", daemon.log_text());
     rig.finish();
 }
 
