@@ -30,12 +30,28 @@ impl Admin {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        self.call_as(None, version, method, path, body).await
+    }
+
+    /// [`call_at`](Self::call_at) with the roles of `X-Roles` (which the noauth2
+    /// middleware takes instead of the admin token's `admin`).
+    async fn call_as(
+        &self,
+        roles: Option<&str>,
+        version: &str,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.url))
             .header("X-Auth-Token", "admin")
             .header("OpenStack-API-Version", format!("placement {version}"))
             .header("Accept", "application/json");
+        if let Some(roles) = roles {
+            req = req.header("X-Roles", roles);
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }
@@ -49,7 +65,8 @@ impl Admin {
         self.call_at("1.36", method, path, body).await
     }
 
-    async fn generation(&self, rp: &str) -> Value {
+    /// The provider's current generation.
+    pub async fn generation(&self, rp: &str) -> Value {
         let (s, body) = self
             .call(Method::GET, &format!("/resource_providers/{rp}"), None)
             .await;
@@ -218,21 +235,24 @@ impl Admin {
     }
 
     /// `POST /reshaper` at 1.30, as a service (Placement's policy for it is the
-    /// service role, which the noauth2 middleware takes from `X-Roles`).
+    /// service role).
     pub async fn reshape(&self, body: Value) -> (u16, Value) {
-        let resp = self
-            .http
-            .post(format!("{}/reshaper", self.url))
-            .header("X-Auth-Token", "admin")
-            .header("X-Roles", "admin,service")
-            .header("OpenStack-API-Version", "placement 1.30")
-            .json(&body)
-            .send()
-            .await
-            .expect("placement answers");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        self.call_as(
+            Some("admin,service"),
+            "1.30",
+            Method::POST,
+            "/reshaper",
+            Some(body),
+        )
+        .await
+    }
+
+    /// `DELETE /resource_providers/{rp}`, which must succeed.
+    pub async fn delete_provider(&self, rp: &str) {
+        let (s, body) = self
+            .call(Method::DELETE, &format!("/resource_providers/{rp}"), None)
+            .await;
+        assert_eq!(s, 204, "delete provider {rp}: {body}");
     }
 
     pub async fn delete_allocations(&self, consumer: &str) {

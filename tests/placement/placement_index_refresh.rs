@@ -180,14 +180,7 @@ async fn a_refresh_drops_deleted_providers_and_catches_up_deleted_consumers() {
         .expect("index");
     assert!(live.snapshot().provider(&child).is_some());
 
-    let (status, body) = admin
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/resource_providers/{child}"),
-            None,
-        )
-        .await;
-    assert_eq!(status, 204, "delete the child: {body}");
+    admin.delete_provider(&child).await;
     let stats = live.refresh().await.expect("refresh");
     assert!(!stats.usages_read, "{stats:?}");
     assert!(
@@ -199,14 +192,7 @@ async fn a_refresh_drops_deleted_providers_and_catches_up_deleted_consumers() {
     // One provider gone and one come between two refreshes: the count may be the
     // same, the highest id is not.
     let d = uuid();
-    let (status, body) = admin
-        .call(
-            reqwest::Method::DELETE,
-            &format!("/resource_providers/{b}"),
-            None,
-        )
-        .await;
-    assert_eq!(status, 204, "delete {b}: {body}");
+    admin.delete_provider(&b).await;
     admin
         .compute_provider(
             &d,
@@ -275,20 +261,6 @@ async fn a_partial_refresh_sees_a_reshape() {
 
     // The GPUs move from the root into the child, with the consumer's share, as a
     // virt driver's update_provider_tree does on upgrade (POST /reshaper, 1.30).
-    let generation = |rp: String| {
-        let admin = &admin;
-        async move {
-            let (s, body) = admin
-                .call(
-                    reqwest::Method::GET,
-                    &format!("/resource_providers/{rp}"),
-                    None,
-                )
-                .await;
-            assert_eq!(s, 200, "{rp}: {body}");
-            body["generation"].clone()
-        }
-    };
     let (status, body) = admin
         .call(
             reqwest::Method::GET,
@@ -299,9 +271,9 @@ async fn a_partial_refresh_sees_a_reshape() {
     assert_eq!(status, 200, "{body}");
     let reshape = json!({
         "inventories": {
-            &root: {"resource_provider_generation": generation(root.clone()).await,
+            &root: {"resource_provider_generation": admin.generation(&root).await,
                     "inventories": {"VCPU": {"total": 8, "allocation_ratio": 1.0}}},
-            &child: {"resource_provider_generation": generation(child.clone()).await,
+            &child: {"resource_provider_generation": admin.generation(&child).await,
                      "inventories": {"CUSTOM_RESHAPE_GPU": {"total": 4, "allocation_ratio": 1.0}}},
         },
         "allocations": {
