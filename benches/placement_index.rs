@@ -129,7 +129,7 @@ fn root(i: u64, disk: bool) -> Provider {
     }
     Provider {
         id: i as i64 + 1,
-        uuid: format!("{:08x}-0000-4000-8000-{:012x}", mix(i, 9) as u32, i),
+        uuid: format!("{:08x}-0000-4000-8000-{:012x}", mix(i, 9) as u32, i).into(),
         generation: 3,
         parent_id: None,
         root_id: i as i64 + 1,
@@ -165,7 +165,8 @@ fn forest(n: usize) -> ProviderIndex {
                 "{:08x}-0000-4000-9000-{:012x}",
                 mix(id as u64, 9) as u32,
                 id
-            ),
+            )
+            .into(),
             generation: 1,
             ..p
         });
@@ -207,7 +208,8 @@ fn forest(n: usize) -> ProviderIndex {
                 "{:08x}-0000-4000-a000-{:012x}",
                 mix(id as u64, 9) as u32,
                 id
-            ),
+            )
+            .into(),
             generation: 1,
             root_id: id,
             inventories: BTreeMap::from([(2, inv(50 * 2000, 1.0))]),

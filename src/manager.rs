@@ -37,13 +37,10 @@ pub use request_filter::PrefilterOptions;
 use args::SelectArgs;
 use candidates::{AskIndex, AskPlacement, CandidateSource};
 use explain::{CallTrace, CandidatesSeen};
-use host_states::{
-    index_by_provider, CandidatesByProvider, FromCache, HostStateSource, ReadPerRequest,
-    RequestHosts,
-};
+use host_states::{index_by_provider, FromCache, HostStateSource, ReadPerRequest, RequestHosts};
 use schedule::{Candidates, ClaimBatched, ClaimPath, ClaimPerInstance};
 
-use crate::model::RequestSpec;
+use crate::model::{AllocationCandidate, RequestSpec};
 use crate::notifications::{NotifiedSpec, Notifier, Phase};
 use crate::observe::metrics::{metrics, CallResult};
 use crate::placement::index::LiveIndex;
@@ -300,13 +297,13 @@ impl SchedulerManager {
             .and_then(|d| d.cell_uuid.clone());
         let mark = Instant::now();
         let now = Utc::now();
-        let use_placement = asked.by_provider.is_some();
+        let use_placement = asked.candidates.is_some();
         trace.cell = cell.clone();
         trace.spec = Some(spec.clone());
-        if let Some(by_rp) = &asked.by_provider {
+        if let Some(candidates) = &asked.candidates {
             let filters = self.scheduler.filters.filters();
             if filters.iter().any(|f| f.reads_allocation_candidates(&spec)) {
-                trace.allocation_candidates = Some(by_rp.clone());
+                trace.allocation_candidates = Some(index_by_provider(candidates.clone()));
             }
         }
         let mut hosts = self
@@ -315,7 +312,7 @@ impl SchedulerManager {
                 asked.compute_uuids.as_deref().map(Vec::as_slice),
                 cell.as_deref(),
                 now,
-                asked.by_provider,
+                asked.candidates,
             )
             .await?;
         self.store
@@ -515,7 +512,7 @@ impl SchedulerManager {
         }
         phases.placement = mark.elapsed();
         Ok(Asked {
-            by_provider: Some(index_by_provider(found.allocation_requests)),
+            candidates: Some(found.allocation_requests),
             compute_uuids: Some(providers),
             spec_before,
             from_index: answer.from_index,
@@ -626,8 +623,8 @@ impl ClaimTime {
 /// What the candidates step found.
 #[derive(Default)]
 struct Asked {
-    /// The allocation requests by provider (`None`: Placement was not asked).
-    by_provider: Option<CandidatesByProvider>,
+    /// The allocation requests in Placement's order (`None`: Placement was not asked).
+    candidates: Option<Vec<AllocationCandidate>>,
     /// The providers Placement returned, in its order.
     compute_uuids: Option<Arc<Vec<String>>>,
     /// The spec as the candidates question started from (with the provider index).

@@ -10,10 +10,12 @@
 pub mod explain;
 mod indexed;
 pub mod reference;
+mod row_candidates;
 pub mod table;
 mod weigh_index;
 
-pub use table::{HostTable, RowCandidates};
+pub use row_candidates::RowCandidates;
+pub use table::HostTable;
 
 use crate::filters::{Consumed, FilterChain, FilterRequest};
 use crate::model::{HostState, RequestSpec};

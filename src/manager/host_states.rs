@@ -74,14 +74,14 @@ pub(super) fn index_by_provider(
 /// Where a request's host states come from.
 pub(super) trait HostStateSource: Send + Sync {
     /// Step 7: the host states of `uuids` (every node when `None`) in `cell` (every
-    /// cell when `None`), each with its allocation candidates moved out of
-    /// `candidates_by_rp`.
+    /// cell when `None`), each with the allocation candidates (Placement's list,
+    /// moved in) that allocate from it.
     fn host_states<'a>(
         &'a self,
         uuids: Option<&'a [String]>,
         cell: Option<&'a str>,
         now: DateTime<Utc>,
-        candidates_by_rp: Option<CandidatesByProvider>,
+        candidates: Option<Vec<AllocationCandidate>>,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>>;
 }
 
@@ -98,11 +98,11 @@ impl HostStateSource for ReadPerRequest {
         uuids: Option<&'a [String]>,
         cell: Option<&'a str>,
         _now: DateTime<Utc>,
-        candidates_by_rp: Option<CandidatesByProvider>,
+        candidates: Option<Vec<AllocationCandidate>>,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>> {
         Box::pin(async move {
             let hosts = self.store.host_states(uuids, cell).await;
-            copies(hosts, candidates_by_rp, &self.store, self.system_metadata).await
+            copies(hosts, candidates, &self.store, self.system_metadata).await
         })
     }
 }
@@ -123,31 +123,26 @@ impl HostStateSource for FromCache {
         uuids: Option<&'a [String]>,
         cell: Option<&'a str>,
         now: DateTime<Utc>,
-        candidates_by_rp: Option<CandidatesByProvider>,
+        candidates: Option<Vec<AllocationCandidate>>,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>> {
         Box::pin(async move {
             // The table holds every enabled cell; a request bound to one cell (a
             // move) gets copies.
             let table_uuids =
-                uuids.filter(|_| self.table && cell.is_none() && candidates_by_rp.is_some());
+                uuids.filter(|_| self.table && cell.is_none() && candidates.is_some());
             if let Some(uuids) = table_uuids {
-                let mut by_rp = candidates_by_rp.unwrap_or_default();
                 let table = self.cache.table_for(uuids, now).await.map_err(|e| {
                     RemoteError::runtime_error(format!("could not read host states: {e}"))
                 })?;
-                let mut rows = RowCandidates::new(table.len());
-                for uuid in uuids {
-                    if let Some(row) = table.row_of_uuid(uuid) {
-                        if !rows.contains(row) {
-                            // Moved, not copied, as into the host states below.
-                            rows.insert(row, by_rp.remove(uuid.as_str()).unwrap_or_default());
-                        }
-                    }
-                }
+                // Moved, not copied, as into the host states below.
+                let candidates = candidates.unwrap_or_default();
+                let rows = RowCandidates::from_candidates(table.len(), uuids, candidates, |u| {
+                    table.row_of_uuid(u)
+                });
                 return Ok(RequestHosts::Table { table, rows });
             }
             let hosts = self.cache.host_states(uuids, cell, now).await;
-            copies(hosts, candidates_by_rp, &self.store, self.system_metadata).await
+            copies(hosts, candidates, &self.store, self.system_metadata).await
         })
     }
 }
@@ -155,13 +150,14 @@ impl HostStateSource for FromCache {
 /// Copies of the host states, each with its allocation candidates.
 async fn copies<E: std::fmt::Display>(
     hosts: Result<Vec<HostState>, E>,
-    candidates_by_rp: Option<CandidatesByProvider>,
+    candidates: Option<Vec<AllocationCandidate>>,
     store: &HostStateStore,
     system_metadata: bool,
 ) -> Result<RequestHosts, RemoteError> {
     let mut hosts = hosts
         .map_err(|e| RemoteError::runtime_error(format!("could not read host states: {e}")))?;
-    if let Some(mut index) = candidates_by_rp {
+    if let Some(candidates) = candidates {
+        let mut index = index_by_provider(candidates);
         for h in &mut hosts {
             // Moved, not copied: each compute node uuid names one host state.
             h.allocation_candidates = h

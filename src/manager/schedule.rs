@@ -5,7 +5,7 @@
 //! new consumers, recording the claims in the index and sending them to Placement
 //! in one `POST /allocations` after the decision.
 
-use super::host_states::{index_by_provider, RequestHosts};
+use super::host_states::RequestHosts;
 use super::read_ahead::AllocationReadAhead;
 use super::{batch_claims, candidates, claims, query, redelivery};
 use super::{ClaimTime, Delivery, SchedulerManager};
@@ -347,10 +347,14 @@ impl SchedulerManager {
                     return None;
                 }
             };
-            let by_rp = index_by_provider(found.allocation_requests);
             match self
                 .host_state_source
-                .host_states(Some(&found.provider_uuids), cell, now, Some(by_rp))
+                .host_states(
+                    Some(&found.provider_uuids),
+                    cell,
+                    now,
+                    Some(found.allocation_requests),
+                )
                 .await
             {
                 Ok(hosts) => Some(hosts),

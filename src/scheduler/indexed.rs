@@ -24,7 +24,8 @@
 //! `Plan::new` for what sends it there). `tests/core/indexed_core.rs` checks both
 //! against `reference::schedule` on random clouds.
 
-use super::table::{HostTable, RowCandidates};
+use super::row_candidates::RowCandidates;
+use super::table::HostTable;
 use super::weigh_index::{Slot, WeighIndex, NONE};
 use super::{Destination, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
 use crate::filters::FilterRequest;

@@ -5,13 +5,13 @@
 //! A [`HostTable`] holds every host the state edge knows, in nova's host order
 //! (cells by uuid, compute nodes by id: the order a request's host list has), as
 //! shared states without allocation candidates. A request names its candidates
-//! per row ([`RowCandidates`]). The weigher columns of the rows (raw weights and
+//! per row ([`RowCandidates`](super::RowCandidates)). The weigher columns of the rows (raw weights and
 //! multipliers, which depend on the host state alone for most weighers) are kept
 //! in a [`WeighIndex`] built on first use and carried from one table to the next
 //! by [`HostTable::with_changes`], which re-reads only the changed rows.
 
 use super::weigh_index::{TableRows, WeighIndex};
-use crate::model::{AllocationCandidate, HostState, ServiceInfo};
+use crate::model::{HostState, ServiceInfo};
 use crate::weighers::WeigherPipeline;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
@@ -203,69 +203,6 @@ impl HostTable {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A request's allocation candidates per table row. A row that is not inserted
-/// is not a candidate of the request; an inserted row may have no candidate left
-/// (it is then skipped when claiming, as nova does).
-#[derive(Debug, Clone)]
-pub struct RowCandidates {
-    /// Per table row: index into `lists`, or `NONE`.
-    slot: Vec<u32>,
-    lists: Vec<(u32, Vec<AllocationCandidate>)>,
-}
-
-const NONE: u32 = u32::MAX;
-
-impl RowCandidates {
-    /// No candidate yet, for a table of `rows` rows.
-    pub fn new(rows: usize) -> Self {
-        RowCandidates {
-            slot: vec![NONE; rows],
-            lists: Vec::new(),
-        }
-    }
-
-    /// Makes `row` a candidate with these allocation candidates (replacing any).
-    pub fn insert(&mut self, row: usize, candidates: Vec<AllocationCandidate>) {
-        match self.slot[row] {
-            NONE => {
-                self.slot[row] = self.lists.len() as u32;
-                self.lists.push((row as u32, candidates));
-            }
-            s => self.lists[s as usize].1 = candidates,
-        }
-    }
-
-    /// `None`: not a candidate of the request.
-    pub fn get(&self, row: usize) -> Option<&[AllocationCandidate]> {
-        match self.slot.get(row) {
-            Some(&s) if s != NONE => Some(&self.lists[s as usize].1),
-            _ => None,
-        }
-    }
-
-    pub fn contains(&self, row: usize) -> bool {
-        self.slot.get(row).is_some_and(|&s| s != NONE)
-    }
-
-    /// Number of candidate rows.
-    pub fn len(&self) -> usize {
-        self.lists.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.lists.is_empty()
-    }
-
-    /// The candidate rows in table order, each with its candidates.
-    pub(crate) fn into_sorted(mut self) -> Vec<(usize, Vec<AllocationCandidate>)> {
-        self.lists.sort_unstable_by_key(|(r, _)| *r);
-        self.lists
-            .into_iter()
-            .map(|(r, c)| (r as usize, c))
-            .collect()
-    }
 }
 
 impl TableRows for HostTable {

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The `format` of the files this version writes and reads.
 pub const FORMAT: &str = "nova-scheduler-rs snapshot 1";
@@ -165,12 +166,12 @@ pub async fn take(config: Config) -> Result<Snapshot, String> {
 
 /// The providers the index holds.
 fn from_index(index: &ProviderIndex) -> Vec<ProviderSnapshot> {
-    let uuid_of = |id: i64| index.providers.get(&id).map(|p| p.uuid.clone());
+    let uuid_of = |id: i64| index.providers.get(&id).map(|p| p.uuid.to_string());
     index
         .providers
         .values()
         .map(|p| ProviderSnapshot {
-            uuid: p.uuid.clone(),
+            uuid: p.uuid.to_string(),
             name: None,
             generation: p.generation,
             parent_provider_uuid: p.parent_id.and_then(uuid_of),
@@ -310,7 +311,7 @@ pub fn provider_index(snapshot: &Snapshot) -> ProviderIndex {
         let rc = |name: &str| index.resource_classes.id(name);
         let provider = Provider {
             id,
-            uuid: p.uuid.clone(),
+            uuid: Arc::from(p.uuid.as_str()),
             generation: p.generation,
             parent_id: p
                 .parent_provider_uuid

@@ -594,7 +594,7 @@ fn local_json(
         .provider_uuids
         .iter()
         .map(|u| {
-            let p = &index.providers[&index.by_uuid[u]];
+            let p = &index.providers[&index.by_uuid[u.as_str()]];
             (u.clone(), provider_summary(index, p))
         })
         .collect();

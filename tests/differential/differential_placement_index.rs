@@ -588,13 +588,13 @@ fn check_limited(
     let mut full_ids: Vec<i64> = full
         .provider_uuids
         .iter()
-        .map(|u| index.by_uuid[u])
+        .map(|u| index.by_uuid[u.as_str()])
         .collect();
     full_ids.sort_unstable();
     let local_ids: Vec<i64> = local
         .provider_uuids
         .iter()
-        .map(|u| index.by_uuid[u])
+        .map(|u| index.by_uuid[u.as_str()])
         .collect();
     assert_eq!(
         local_ids,
@@ -692,7 +692,7 @@ async fn local_candidates_equal_placement() {
                 .provider_uuids
                 .iter()
                 .map(|u| {
-                    let p = &index.providers[&index.by_uuid[u]];
+                    let p = &index.providers[&index.by_uuid[u.as_str()]];
                     (u.clone(), provider_summary(&index, p))
                 })
                 .collect();

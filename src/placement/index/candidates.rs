@@ -228,10 +228,10 @@ fn single_provider_candidates(
         found
             .allocation_requests
             .push(AllocationCandidate::single_provider(
-                Arc::from(p.uuid.as_str()),
+                Arc::clone(&p.uuid),
                 Arc::clone(&resources),
             ));
-        found.provider_uuids.push(p.uuid.clone());
+        found.provider_uuids.push(p.uuid.to_string());
     }
     Ok(found)
 }
@@ -256,7 +256,7 @@ pub fn provider_summary(index: &ProviderIndex, p: &Provider) -> Value {
         .filter_map(|t| index.traits.name(*t))
         .collect();
     traits.sort_unstable();
-    let uuid_of = |id: i64| index.providers.get(&id).map(|q| q.uuid.clone());
+    let uuid_of = |id: i64| index.providers.get(&id).map(|q| q.uuid.to_string());
     json!({
         "resources": resources,
         "traits": traits,

@@ -4,6 +4,7 @@
 //! loader fills it, the candidate search reads it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// One `inventories` row.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +55,8 @@ impl Inventory {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Provider {
     pub id: i64,
-    pub uuid: String,
+    /// Shared with every candidate the index returns for it.
+    pub uuid: Arc<str>,
     pub generation: i64,
     pub parent_id: Option<i64>,
     pub root_id: i64,
@@ -123,7 +125,7 @@ pub struct ProviderIndex {
     /// By internal id.
     pub providers: BTreeMap<i64, Provider>,
     /// Provider uuid → internal id.
-    pub by_uuid: HashMap<String, i64>,
+    pub by_uuid: HashMap<Arc<str>, i64>,
     /// Where the last read left off (the loader's bookkeeping, not Placement's
     /// state: two indexes holding the same providers are equal whatever their marks).
     pub marks: Option<ReadMarks>,
@@ -230,7 +232,7 @@ impl ProviderIndex {
     pub fn apply_claim(&mut self, allocations: &[(String, Vec<(String, i64)>)]) -> bool {
         let mut resolved = Vec::new();
         for (rp, amounts) in allocations {
-            let Some(&id) = self.by_uuid.get(rp) else {
+            let Some(&id) = self.by_uuid.get(rp.as_str()) else {
                 return false;
             };
             for (rc, amount) in amounts {

@@ -300,7 +300,7 @@ fn forest() -> ProviderIndex {
     };
     let provider = |id: i64, parent: Option<i64>, root: i64, inv: Vec<(i64, Inventory)>| Provider {
         id,
-        uuid: format!("00000000-0000-0000-0000-{id:012}"),
+        uuid: format!("00000000-0000-0000-0000-{id:012}").into(),
         parent_id: parent,
         root_id: root,
         inventories: inv.into_iter().collect(),
@@ -347,7 +347,7 @@ fn spread(index: &ProviderIndex, q: &[(&str, &str)]) -> Vec<String> {
                 .unwrap()
                 .iter()
                 .flat_map(|(rp, a)| {
-                    let id = index.by_uuid[rp];
+                    let id = index.by_uuid[rp.as_str()];
                     a["resources"]
                         .as_object()
                         .unwrap()
@@ -392,7 +392,7 @@ fn the_unsuffixed_group_spreads_over_a_tree_and_sharing_providers() {
     let mut summarized: Vec<i64> = found
         .provider_uuids
         .iter()
-        .map(|u| index.by_uuid[u])
+        .map(|u| index.by_uuid[u.as_str()])
         .collect();
     summarized.sort();
     assert_eq!(summarized, [1, 2, 3, 4, 5, 6]);

@@ -666,7 +666,7 @@ impl Search<'_> {
             .providers
             .values()
             .filter(|p| roots.contains(&p.root_id))
-            .map(|p| p.uuid.clone())
+            .map(|p| p.uuid.to_string())
             .collect();
         // One shared string per provider, class and suffix across the candidates.
         let mut names = Names::default();
@@ -719,11 +719,12 @@ struct Names {
 
 impl Names {
     fn provider(&mut self, index: &ProviderIndex, id: i64) -> Arc<str> {
-        Arc::clone(
-            self.providers.entry(id).or_insert_with(|| {
-                Arc::from(index.providers.get(&id).map_or("", |p| p.uuid.as_str()))
-            }),
-        )
+        Arc::clone(self.providers.entry(id).or_insert_with(|| {
+            index
+                .providers
+                .get(&id)
+                .map_or_else(|| Arc::from(""), |p| Arc::clone(&p.uuid))
+        }))
     }
 
     fn class(&mut self, index: &ProviderIndex, id: i64) -> Arc<str> {
