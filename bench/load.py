@@ -280,14 +280,21 @@ class Load:
 
     # --- phases ----------------------------------------------------------------
 
-    def run_phase(self, name, callers, per_caller, n_instances, log=None, interval=0.0):
+    def run_phase(self, name, callers, per_caller, n_instances, log=None, interval=0.0,
+                  paired=None):
         """`interval` (seconds): a caller starts its calls that far apart (at once
         when the previous call took longer), so that Placement sees the same
-        arrival rate whichever scheduler is measured; 0 = back to back."""
+        arrival rate whichever scheduler is measured; 0 = back to back.
+        `paired(n_instances)`, in a sequential phase: Placement writes the claims of
+        a call alone right after each call (bench/placement_floor.py's
+        `PairedClaims.write`), seconds or None; its time is kept out of the phase's
+        wall time."""
         window = LogWindow(log)
         window.start()
         answers = []
+        paired_s, paired_spent = [], []
         lock = threading.Lock()
+        pairing = paired if callers == 1 else None
 
         def caller():
             start = time.perf_counter()
@@ -297,6 +304,11 @@ class Load:
                 a = self.call(n_instances)
                 with lock:
                     answers.append(a)
+                if pairing:
+                    t0 = time.perf_counter()
+                    paired_s.append(pairing(n_instances))
+                    paired_spent.append(time.perf_counter() - t0)
+                    start += paired_spent[-1]
 
         t0 = time.perf_counter()
         if callers == 1:
@@ -308,6 +320,7 @@ class Load:
             for t in threads:
                 t.join()
         wall = time.perf_counter() - t0
+        wall -= sum(paired_spent)
         time.sleep(0.3)  # let the scheduler flush its last log lines
         text = window.read()
         problems, chosen, over_capacity = self.validate(answers)
@@ -330,6 +343,9 @@ class Load:
             # nova's client turning the RequestSpec and the Selections to and from
             # primitives, per call (see time_nova_serializer).
             "client_objects_ms": [round(a[4] * 1000, 3) for a in answers],
+            # Placement writing the same claims alone right after each call (`paired`).
+            "paired_claim_ms": [round(t * 1000, 2) for t in paired_s if t is not None],
+            "paired_claim_refused": sum(1 for t in paired_s if t is None),
             "claim_conflicts": len(CLAIM_CONFLICT.findall(text)) if log else None,
             "daemon_phases": phase_timings(text),
             "distinct_hosts_chosen": len(chosen),
@@ -366,14 +382,16 @@ def add_load_args(ap):
                          "0 = back to back")
 
 
-def run_phases(load, args, log=None, report=print_phase):
+def run_phases(load, args, log=None, report=print_phase, paired=None):
+    """The phases `args` asks for; `paired`: see `Load.run_phase` (sequential phases)."""
     results = []
     if args.single:
-        results.append(load.run_phase("single", 1, args.single, 1, log, args.interval_ms / 1000))
+        results.append(load.run_phase("single", 1, args.single, 1, log, args.interval_ms / 1000,
+                                      paired))
         report(results[-1])
     if args.multi:
         results.append(load.run_phase("multi", 1, args.multi, args.instances, log,
-                                      args.interval_ms / 1000))
+                                      args.interval_ms / 1000, paired))
         report(results[-1])
     if args.concurrency:
         results.append(load.run_phase("concurrent", args.concurrency, args.per_caller,

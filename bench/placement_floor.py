@@ -22,6 +22,11 @@ The bursts' shape is `--burst C,N,K`: C callers at once, each N calls of K insta
 Usage: $NSRS_VENV/bin/python bench/placement_floor.py [--state .stack] [--repeat 5]
 (bench/side_by_side.py measures `post-1`, `put-1` and `post-10` on each cloud with
 `measure`, and `burst-post` in the shape of its concurrent phase.)
+
+`PairedClaims` writes one call's claims the same way right after each call of a
+sequential phase (bench/load.py's `run_phase(paired=...)`): Placement's time for a
+write drifts by a quarter or more within minutes on a small VM, so the floor a call
+is held to is measured in the conditions that call saw.
 """
 
 import argparse
@@ -39,6 +44,75 @@ sys.path.insert(0, str(REPO / "tests" / "conformance"))
 import nsrs_helpers as H  # noqa: E402
 
 
+def roomy_providers(p, want):
+    """Placement's providers for nova 34's question for the flavor (no limit), and
+    those with room for one more instance: each claim gets its own provider, so no
+    claim waits on another's generation (the schedulers spread too)."""
+    body = p.get("/allocation_candidates",
+                 resources=",".join(f"{rc}:{n}" for rc, n in sorted(want.items())),
+                 root_required="OWNER_NOVA,!COMPUTE_STATUS_DISABLED")
+    summaries = {rp: s["resources"] for rp, s in body["provider_summaries"].items()}
+    roomy = [rp for rp, res in summaries.items()
+             if all(res[rc]["capacity"] - res[rc]["used"] >= n for rc, n in want.items())]
+    return summaries, roomy
+
+
+def put_claim(p, want, project, user, rp):
+    """nova's claim: one `PUT /allocations/{consumer}` for a new consumer."""
+    c = str(uuid.uuid4())
+    r = p.s.put(f"{p.url}/allocations/{c}", timeout=60, json={
+        "allocations": {rp: {"resources": want}}, "project_id": project,
+        "user_id": user, "consumer_generation": None})
+    r.raise_for_status()
+    return [c]
+
+
+def post_claims(p, want, project, user, rps):
+    """The batched claim: one `POST /allocations` of a new consumer per provider."""
+    consumers = {str(uuid.uuid4()): rp for rp in rps}
+    body = {c: {"allocations": {rp: {"resources": want}}, "project_id": project,
+                "user_id": user, "consumer_generation": None}
+            for c, rp in consumers.items()}
+    r = p.s.post(f"{p.url}/allocations", timeout=60, json=body)
+    r.raise_for_status()
+    return list(consumers)
+
+
+class PairedClaims:
+    """One call's claims written by Placement alone, right after the call (see the
+    module docs): `write(k)` claims the flavor for `k` new consumers on `k` distinct
+    providers that had room when it started (one `POST`, or `k` sequential `PUT`s
+    with `put=True`), returns the seconds that took, and frees them again, untimed.
+    None when Placement refused (a provider filled up meanwhile)."""
+
+    def __init__(self, conf, want, put=False):
+        self.p = H.Placement(conf)
+        self.want, self.put = want, put
+        self.project, self.user = uuid.uuid4().hex, uuid.uuid4().hex
+        _, self.roomy = roomy_providers(self.p, want)
+        self.next = 0
+
+    def write(self, k):
+        if len(self.roomy) < k:
+            return None
+        # Rotated, so that no provider fills up with the calls' own claims beside.
+        rps = [self.roomy[(self.next + i) % len(self.roomy)] for i in range(k)]
+        self.next = (self.next + k) % len(self.roomy)
+        t0 = time.perf_counter()
+        try:
+            if self.put:
+                consumers = [c for rp in rps for c in put_claim(self.p, self.want, self.project,
+                                                                 self.user, rp)]
+            else:
+                consumers = post_claims(self.p, self.want, self.project, self.user, rps)
+        except Exception:  # noqa: BLE001 - a refused write is no floor sample
+            return None
+        wall = time.perf_counter() - t0
+        for c in consumers:
+            self.p.delete_allocations(c)
+        return wall
+
+
 def measure(conf, want, repeat=5, shapes=None, log=print, burst=(10, 1, 10)):
     """Median and minimum wall time of each claim shape (all of them, or `shapes`),
     on the seeded cloud `conf` describes; everything claimed is freed again. The
@@ -47,15 +121,7 @@ def measure(conf, want, repeat=5, shapes=None, log=print, burst=(10, 1, 10)):
     burst_instances = callers * calls * instances
     project, user = uuid.uuid4().hex, uuid.uuid4().hex
     main_p = H.Placement(conf)
-    # nova 34's question for the flavor (no limit: every provider with room).
-    body = main_p.get("/allocation_candidates",
-                      resources=",".join(f"{rc}:{n}" for rc, n in sorted(want.items())),
-                      root_required="OWNER_NOVA,!COMPUTE_STATUS_DISABLED")
-    summaries = {rp: s["resources"] for rp, s in body["provider_summaries"].items()}
-    # Providers with room for one more instance: each claim gets its own provider, so
-    # no claim waits on another's generation (the schedulers spread too).
-    roomy = [rp for rp, res in summaries.items()
-             if all(res[rc]["capacity"] - res[rc]["used"] >= n for rc, n in want.items())]
+    summaries, roomy = roomy_providers(main_p, want)
     wanted = set(shapes or ("post-10", "burst-put", "post-100"))
     needed = max(10 if "post-10" in wanted else 1,
                  burst_instances if {"burst-put", "burst-post"} & wanted else 1,
@@ -65,21 +131,10 @@ def measure(conf, want, repeat=5, shapes=None, log=print, burst=(10, 1, 10)):
     sessions = [H.Placement(conf) for _ in range(callers)]
 
     def put(p, rp):
-        c = str(uuid.uuid4())
-        r = p.s.put(f"{p.url}/allocations/{c}", timeout=60, json={
-            "allocations": {rp: {"resources": want}}, "project_id": project,
-            "user_id": user, "consumer_generation": None})
-        r.raise_for_status()
-        return [c]
+        return put_claim(p, want, project, user, rp)
 
     def post(p, rps):
-        consumers = {str(uuid.uuid4()): rp for rp in rps}
-        body = {c: {"allocations": {rp: {"resources": want}}, "project_id": project,
-                    "user_id": user, "consumer_generation": None}
-                for c, rp in consumers.items()}
-        r = p.s.post(f"{p.url}/allocations", timeout=60, json=body)
-        r.raise_for_status()
-        return list(consumers)
+        return post_claims(p, want, project, user, rps)
 
     def free(consumers):
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
