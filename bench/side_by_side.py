@@ -620,30 +620,39 @@ def placement_own_time(state, start, calls):
     """Placement's own time (gunicorn's request time, from the request read to the
     answer written) for the scheduler's requests logged since `start`: the bench's
     own requests (validation, cleanup) say so in their User-Agent and are left out.
-    Per call, and per kind of question. None when the log is not in the format
-    scripts/stack.sh sets (a stack started before it)."""
+    Per call, and per kind of question; beside them, the bench's own claim writes
+    (the paired floor's `POST`s and `PUT`s), in the same conditions. None when the
+    log is not in the format scripts/stack.sh sets (a stack started before it)."""
     path = state / "logs" / "placement-access.log"
     if start is None or not path.exists():
         return None
     with open(path, "rb") as f:
         f.seek(start)
         text = f.read().decode(errors="replace")
-    by_kind = {}
+    by_kind, floor_writes = {}, {}
     for line in text.splitlines():
         m = H.PLACEMENT_ACCESS_LINE.match(line)
         if not m:
             return None
-        if m["agent"] == H.HELPER_USER_AGENT:
-            continue
         path_only = m["uri"].split("?", 1)[0]
         kind = f"{m['method']} " + ("/allocations/{uuid}" if path_only.startswith("/allocations/")
                                    else path_only)
-        by_kind.setdefault(kind, []).append(float(m["seconds"]) * 1000)
+        ms = float(m["seconds"]) * 1000
+        if m["agent"] == H.HELPER_USER_AGENT:
+            if kind in ("POST /allocations", "PUT /allocations/{uuid}"):
+                floor_writes.setdefault(kind, []).append(ms)
+            continue
+        by_kind.setdefault(kind, []).append(ms)
     total = sum(sum(v) for v in by_kind.values())
+
+    def medians(kinds):
+        return {k: {"count": len(v), "median_ms": round(statistics.median(v), 1)}
+                for k, v in sorted(kinds.items())}
+
     return {
         "ms_per_call": round(total / calls, 1) if calls else None,
-        "by_question": {k: {"count": len(v), "median_ms": round(statistics.median(v), 1)}
-                        for k, v in sorted(by_kind.items())},
+        "by_question": medians(by_kind),
+        "floor_writes": medians(floor_writes),
     }
 
 
@@ -861,7 +870,9 @@ def markdown(results):
             lines.append(f"- {hosts:,} hosts, {name}, {p['phase']}: "
                          f"{p['placement_own']['ms_per_call']} ms per call; " +
                          ", ".join(f"{k} {v['count']} x {v['median_ms']} ms"
-                                   for k, v in p["placement_own"]["by_question"].items()))
+                                   for k, v in p["placement_own"]["by_question"].items()) +
+                         "".join(f"; the paired floor's {k} {v['count']} x {v['median_ms']} ms"
+                                 for k, v in (p["placement_own"].get("floor_writes") or {}).items()))
     phases_seen = [(run["hosts"], who(s), p) for run in results["runs"] for s in run["schedulers"]
                    for p in s["phases"] if p["daemon_phases"]]
     if phases_seen:
