@@ -26,9 +26,9 @@ The floor: on each cloud, the RPC round trip (nova's `baseapi` ping through nova
 client and RabbitMQ) plus Placement's write of the claims in the grouping each
 scheduler uses. The claims are written alone right after each call of the
 sequential phases (bench/placement_floor.py's `PairedClaims`; `--no-paired-floor`
-turns it off), in the conditions that call saw: measured, Placement's time for the
-same `POST` moved from 36 to 55 ms within minutes on a 2-core VM, so a floor taken
-beside the turns holds calls to another moment's Placement. That floor is still
+turns it off), in the conditions that call saw: on a 2-core VM the paired one-consumer
+`POST`s' median went from 59.2 ms in one turn to 41.7 ms in the next, a minute later,
+so a floor taken beside the turns holds calls to another moment's Placement. That floor is still
 taken beside every turn and shown. Beside the p50's ratio to the floor, the ratio
 to the floor plus nova's objects: the time nova's client spends turning the
 RequestSpec and the Selections to and from primitives in each call (bench/load.py's
