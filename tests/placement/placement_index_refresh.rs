@@ -14,6 +14,7 @@ use crate::nova_schema;
 use crate::placement_admin::Admin;
 use crate::placement_server;
 
+use nova_scheduler::placement::index::loader::DEFAULT_FULL_SUM_FACTOR;
 use nova_scheduler::placement::index::{IndexLoader, LiveIndex, Provider, ProviderIndex};
 use serde_json::json;
 
@@ -139,17 +140,24 @@ async fn a_partial_refresh_sees_every_change_that_moves_a_generation() {
     assert_eq!(index.provider(&a).unwrap().usages, loaded(&a).await.usages);
 }
 
-/// Refreshes `live` until `done` holds of its snapshot, for at most 5 s.
+/// Refreshes `live` until `done` holds of its snapshot, for at most 5 s beyond the
+/// full-sum pace the loader promises ([`DEFAULT_FULL_SUM_FACTOR`] times the last full
+/// sum's cost, which on a loaded machine may itself pass a second).
 async fn refresh_until(live: &LiveIndex, what: &str, done: impl Fn(&ProviderIndex) -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let started = std::time::Instant::now();
     loop {
         live.refresh().await.expect("refresh");
-        if done(&live.snapshot()) {
+        let index = live.snapshot();
+        if done(&index) {
             return;
         }
+        let pace = index.marks.as_ref().map_or(std::time::Duration::ZERO, |m| {
+            m.full_cost.saturating_mul(DEFAULT_FULL_SUM_FACTOR)
+        });
+        let waited = started.elapsed();
         assert!(
-            std::time::Instant::now() < deadline,
-            "{what}: not seen in 5 s"
+            waited < pace + std::time::Duration::from_secs(5),
+            "{what}: not seen in {waited:?} (full-sum pace {pace:?})"
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
@@ -293,4 +301,128 @@ async fn a_partial_refresh_sees_a_reshape() {
     refreshed_equals_full(&live, &child, "the reshaped child").await;
     let child_now = live.snapshot().provider(&child).unwrap().clone();
     assert_eq!(child_now.usages.values().sum::<i64>(), 1, "{child_now:?}");
+}
+
+/// Placement's tables (`CREATE TABLE … LIKE` the shared Placement's) in a database
+/// of this test's own, written by SQL as Placement writes them: no other test's
+/// claims or deletions reach it, so what a refresh reads is exactly what was written.
+async fn private_placement_tables(name: &str) -> sqlx::MySqlPool {
+    use sqlx::{AssertSqlSafe, Executor};
+    placement_server::url().await;
+    let db = nova_schema::tagged(&format!("nsrs_t_index_{name}"));
+    nova_schema::recreate_databases(std::slice::from_ref(&db))
+        .await
+        .expect("database");
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(2)
+        .connect(&nova_schema::sqlx_url(&db))
+        .await
+        .expect("private database");
+    let shared = placement_server::db();
+    for table in [
+        "resource_classes",
+        "traits",
+        "placement_aggregates",
+        "resource_providers",
+        "inventories",
+        "resource_provider_traits",
+        "resource_provider_aggregates",
+        "allocations",
+    ] {
+        pool.execute(AssertSqlSafe(format!(
+            "CREATE TABLE `{table}` LIKE `{shared}`.`{table}`"
+        )))
+        .await
+        .expect(table);
+    }
+    for sql in [
+        "INSERT INTO resource_classes (id, name) VALUES (1, 'VCPU')",
+        "INSERT INTO traits (id, name) VALUES (1, 'COMPUTE_NODE')",
+        "INSERT INTO resource_providers (created_at, id, uuid, name, generation, root_provider_id) \
+         VALUES (UTC_TIMESTAMP(), 1, 'c0000000-0000-4000-8000-000000000001', 'host-1', 1, 1), \
+                (UTC_TIMESTAMP(), 2, 'c0000000-0000-4000-8000-000000000002', 'host-2', 1, 2)",
+        "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, \
+         min_unit, max_unit, step_size, allocation_ratio) \
+         VALUES (1, 1, 64, 0, 1, 64, 1, 1.0), (2, 1, 64, 0, 1, 64, 1, 1.0)",
+    ] {
+        pool.execute(sql).await.expect(sql);
+    }
+    pool
+}
+
+/// A claim as Placement writes it: the allocation rows, and the provider's generation
+/// (and `updated_at`) moved.
+async fn write_claim(db: &sqlx::MySqlPool, provider: i64, consumer: &str, vcpu: i64) {
+    sqlx::query(
+        "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used) \
+         VALUES (?, ?, 1, ?)",
+    )
+    .bind(provider)
+    .bind(consumer)
+    .bind(vcpu)
+    .execute(db)
+    .await
+    .expect("allocation");
+    sqlx::query(
+        "UPDATE resource_providers SET generation = generation + 1, updated_at = UTC_TIMESTAMP() \
+         WHERE id = ?",
+    )
+    .bind(provider)
+    .execute(db)
+    .await
+    .expect("generation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_deletion_brings_a_full_sum() {
+    let db = private_placement_tables("full_sum").await;
+    let used = |index: &ProviderIndex, id: i64| index.providers[&id].usages.get(&1).copied();
+    // Every refresh may sum in full (factor 0): whether it does is the deletion check's.
+    let loader = IndexLoader::from_pool(db.clone()).with_full_sum_factor(0);
+    let mut index = loader.load().await.expect("load");
+
+    // Claims only insert rows and move generations: partial sums keep up.
+    for (round, provider) in [1, 2, 1].into_iter().enumerate() {
+        write_claim(&db, provider, &format!("consumer-{round}"), 2).await;
+        let stats = loader.refresh(&mut index).await.expect("refresh");
+        assert!(!stats.usages_read, "claim {round}: {stats:?}");
+        assert_eq!(stats.resummed, 1, "claim {round}: {stats:?}");
+    }
+    assert_eq!((used(&index, 1), used(&index, 2)), (Some(4), Some(2)));
+    let stats = loader.refresh(&mut index).await.expect("refresh");
+    assert!(!stats.usages_read && stats.resummed == 0, "idle: {stats:?}");
+
+    // A consumer deleted (no generation moves) beside a new claim elsewhere: the count
+    // no longer adds up, and the refresh sums in full.
+    sqlx::query("DELETE FROM allocations WHERE consumer_id = 'consumer-1'")
+        .execute(&db)
+        .await
+        .expect("delete");
+    write_claim(&db, 1, "consumer-3", 1).await;
+    let stats = loader.refresh(&mut index).await.expect("refresh");
+    assert!(stats.usages_read, "after a deletion: {stats:?}");
+    assert_eq!((used(&index, 1), used(&index, 2)), (Some(5), None));
+
+    // Held off by the pace, a deletion is summed at the first refresh the pace allows,
+    // however many refreshes come between.
+    let held = IndexLoader::from_pool(db.clone()).with_full_sum_factor(u32::MAX);
+    let mut index = held.load().await.expect("load");
+    sqlx::query("DELETE FROM allocations WHERE consumer_id = 'consumer-0'")
+        .execute(&db)
+        .await
+        .expect("delete");
+    write_claim(&db, 2, "consumer-4", 3).await;
+    for _ in 0..2 {
+        let stats = held.refresh(&mut index).await.expect("refresh");
+        assert!(!stats.usages_read, "held off: {stats:?}");
+    }
+    assert_eq!(
+        used(&index, 1),
+        Some(5),
+        "the deletion waits for a full sum"
+    );
+    let stats = loader.refresh(&mut index).await.expect("refresh");
+    assert!(stats.usages_read, "the pace allows it: {stats:?}");
+    assert_eq!((used(&index, 1), used(&index, 2)), (Some(3), Some(3)));
+    assert_eq!(index, loader.load().await.expect("load"));
 }

@@ -160,9 +160,9 @@ pub struct ReadMarks {
     /// The newest `updated_at`/`created_at` of `resource_providers` (Placement's
     /// clock, whole seconds): the next read lists the rows stamped since, less a lag.
     pub newest_change: Option<chrono::NaiveDateTime>,
-    /// `allocations`' `(COUNT(*), MAX(id))` at the last full sum of the usages: rows
-    /// are only inserted or deleted, with increasing ids, so an unchanged pair means
-    /// unchanged allocations.
+    /// `allocations`' `(COUNT(*), MAX(id))` at the last read that found no deletion
+    /// (or summed them in full): rows are only inserted or deleted, with increasing
+    /// ids, so a count that the rows past the old top explain means no deletion.
     pub allocations: (i64, i64),
     /// When the usages were last summed in full, and what that read cost.
     pub full_at: std::time::Instant,
