@@ -4,13 +4,12 @@
 //! with it `updated_at`) whenever its inventories, traits or aggregates change and
 //! when allocations are written against it, so a refresh lists the providers stamped
 //! since the last one and re-reads the details and usages of those whose generation
-//! moved. Deleted allocations move no generation: a refresh counts the allocation rows
-//! inserted since the last one (ids only grow), and when the table holds fewer or more
-//! rows than that count explains, some were deleted (or committed late) and the usages
-//! are summed in full, at once in a small cloud and, where that sum is costly, once
-//! [`DEFAULT_FULL_SUM_FACTOR`] times its cost has passed; a cloud that only gains
-//! allocations gets a full sum every [`FULL_SUM_AT_LEAST_EVERY`]. Each refresh reads
-//! one consistent snapshot.
+//! moved. Deleted allocations move no generation: once [`DEFAULT_FULL_SUM_FACTOR`]
+//! times the last full sum's cost has passed (every refresh in a small cloud), a
+//! refresh counts the allocation rows, and when the count is not the last count plus
+//! the rows inserted since (ids only grow), some were deleted and the usages are summed
+//! in full. A cloud that only gains allocations is summed in full at most every
+//! [`FULL_SUM_AT_LEAST_EVERY`]. Each refresh reads one consistent snapshot.
 
 use super::model::{Inventory, NameTable, Provider, ProviderIndex, ReadMarks};
 use chrono::NaiveDateTime;
@@ -28,16 +27,16 @@ const MAX_CHANGED_LIST: usize = 2_000;
 /// transaction commits, and the stamps are whole seconds.
 const STAMP_LAG_SECONDS: i64 = 10;
 
-/// Once allocations were deleted, the usages are summed in full (every allocation
-/// read) when this many times the last full sum's cost has passed since it: at the
-/// next refresh in a small cloud, a bounded share of the database's time in a big one.
-/// In between, the usages of the providers whose generation moved (every claim moves
-/// them) are summed again.
+/// The allocation rows are counted, and summed in full (every allocation read) when
+/// the count shows a deletion, once this many times the last full sum's cost has
+/// passed since the last count: at every refresh in a small cloud, a bounded share of
+/// the database's time in a big one. In between, the usages of the providers whose
+/// generation moved (every claim moves them) are summed again.
 pub const DEFAULT_FULL_SUM_FACTOR: u32 = 10;
 
-/// A full sum (and a full listing of the providers) at least this often, paced as
-/// above, even when no deletion was seen: a row counted away by a late commit, or a
-/// provider stamp missed, is caught up within it.
+/// A full sum (and a full listing of the providers) at the first count this long after
+/// the last full sum, even when the count shows no deletion: a deletion masked by a row
+/// committed under an id already passed, or a provider stamp missed, is caught up.
 pub const FULL_SUM_AT_LEAST_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
@@ -327,37 +326,38 @@ impl IndexLoader {
         .into_iter()
         .flatten()
         .max();
-        // Rows are only inserted (with growing ids) or deleted: the count now equals
-        // the count at the last mark plus the rows past its highest id unless some
-        // were deleted (or a row below that id committed after it was read).
-        let allocation_rows = sqlx::query(
-            "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        let allocation_mark: (i64, i64) = (
-            allocation_rows.try_get("n")?,
-            allocation_rows.try_get("top")?,
-        );
-        let inserted_only = match known.marks {
-            None => false,
-            Some(m) if m.allocations == allocation_mark => true,
-            Some(m) => {
+        // Paced by the last full sum's cost: the allocation rows are counted, and
+        // summed in full when the count shows a deletion (rows are only inserted,
+        // with growing ids, or deleted: without one, the count is the last mark's
+        // plus the rows past its highest id).
+        let due = known.marks.is_none_or(|m| {
+            m.checked_at.elapsed() >= m.full_cost.saturating_mul(self.full_sum_factor)
+        });
+        let mut allocation_mark = known.marks.map_or((0, 0), |m| m.allocations);
+        let mut full_sum = known.marks.is_none();
+        if due && !full_sum {
+            let previous = allocation_mark;
+            let row = sqlx::query(
+                "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            allocation_mark = (row.try_get("n")?, row.try_get("top")?);
+            let inserted_only = allocation_mark == previous || {
                 let past: i64 = sqlx::query(
                     "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM allocations WHERE id > ?",
                 )
-                .bind(m.allocations.1)
+                .bind(previous.1)
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get("n")?;
-                allocation_mark.0 == m.allocations.0 + past
-            }
-        };
-        let full_sum = known.marks.is_none_or(|m| {
-            let since_full = m.full_at.elapsed();
-            since_full >= m.full_cost.saturating_mul(self.full_sum_factor)
-                && (!inserted_only || since_full >= FULL_SUM_AT_LEAST_EVERY)
-        });
+                allocation_mark.0 == previous.0 + past
+            };
+            full_sum = !inserted_only
+                || known
+                    .marks
+                    .is_some_and(|m| m.full_at.elapsed() >= FULL_SUM_AT_LEAST_EVERY);
+        }
         let since = known
             .marks
             .filter(|m| !full_sum && m.providers == counts)
@@ -461,13 +461,15 @@ impl IndexLoader {
 
         let previous = known.marks;
         let usages = if full_sum {
-            if previous.is_some_and(|m| m.allocations == allocation_mark) {
-                // Nothing inserted or deleted since the last mark; partial sums
-                // since have kept the usages of moved providers.
-                UsageRead::Unchanged
-            } else {
-                UsageRead::Full(sum_usages(&mut tx, "").await?)
+            if known.marks.is_none() {
+                let row = sqlx::query(
+                    "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
+                )
+                .fetch_one(&mut *tx)
+                .await?;
+                allocation_mark = (row.try_get("n")?, row.try_get("top")?);
             }
+            UsageRead::Full(sum_usages(&mut tx, "").await?)
         } else if changed.is_empty() {
             UsageRead::Unchanged
         } else {
@@ -487,10 +489,9 @@ impl IndexLoader {
             Some(m) if !full_sum => (m.full_at, m.full_cost),
             _ => (started, started.elapsed()),
         };
-        // A deletion not yet summed keeps the old mark, so the next refresh sees it too.
-        let allocations = match previous {
-            Some(m) if !full_sum && !inserted_only => m.allocations,
-            _ => allocation_mark,
+        let checked_at = match previous {
+            Some(m) if !due => m.checked_at,
+            _ => started,
         };
         Ok(Delta {
             resource_classes,
@@ -504,9 +505,10 @@ impl IndexLoader {
             marks: ReadMarks {
                 providers: counts,
                 newest_change,
-                allocations,
+                allocations: allocation_mark,
                 full_at,
                 full_cost,
+                checked_at,
             },
         })
     }

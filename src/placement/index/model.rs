@@ -160,13 +160,15 @@ pub struct ReadMarks {
     /// The newest `updated_at`/`created_at` of `resource_providers` (Placement's
     /// clock, whole seconds): the next read lists the rows stamped since, less a lag.
     pub newest_change: Option<chrono::NaiveDateTime>,
-    /// `allocations`' `(COUNT(*), MAX(id))` at the last read that found no deletion
-    /// (or summed them in full): rows are only inserted or deleted, with increasing
-    /// ids, so a count that the rows past the old top explain means no deletion.
+    /// `allocations`' `(COUNT(*), MAX(id))` when they were last counted: rows are only
+    /// inserted or deleted, with increasing ids, so a count that the rows past the old
+    /// top explain means no deletion.
     pub allocations: (i64, i64),
     /// When the usages were last summed in full, and what that read cost.
     pub full_at: std::time::Instant,
     pub full_cost: std::time::Duration,
+    /// When the allocation rows were last counted (paced by `full_cost`).
+    pub checked_at: std::time::Instant,
 }
 
 /// Placement's trait for sharing providers.
