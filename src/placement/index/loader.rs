@@ -335,28 +335,27 @@ impl IndexLoader {
         });
         let mut allocation_mark = known.marks.map_or((0, 0), |m| m.allocations);
         let mut full_sum = known.marks.is_none();
-        if due && !full_sum {
-            let previous = allocation_mark;
+        if due {
             let row = sqlx::query(
                 "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
             )
             .fetch_one(&mut *tx)
             .await?;
-            allocation_mark = (row.try_get("n")?, row.try_get("top")?);
-            let inserted_only = allocation_mark == previous || {
-                let past: i64 = sqlx::query(
-                    "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM allocations WHERE id > ?",
-                )
-                .bind(previous.1)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("n")?;
-                allocation_mark.0 == previous.0 + past
-            };
-            full_sum = !inserted_only
-                || known
-                    .marks
-                    .is_some_and(|m| m.full_at.elapsed() >= FULL_SUM_AT_LEAST_EVERY);
+            let counted = (row.try_get("n")?, row.try_get("top")?);
+            if let Some(m) = known.marks {
+                let inserted_only = counted == m.allocations || {
+                    let past: i64 = sqlx::query(
+                        "SELECT CAST(COUNT(*) AS SIGNED) AS n FROM allocations WHERE id > ?",
+                    )
+                    .bind(m.allocations.1)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("n")?;
+                    counted.0 == m.allocations.0 + past
+                };
+                full_sum = !inserted_only || m.full_at.elapsed() >= FULL_SUM_AT_LEAST_EVERY;
+            }
+            allocation_mark = counted;
         }
         let since = known
             .marks
@@ -461,14 +460,6 @@ impl IndexLoader {
 
         let previous = known.marks;
         let usages = if full_sum {
-            if known.marks.is_none() {
-                let row = sqlx::query(
-                    "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top FROM allocations",
-                )
-                .fetch_one(&mut *tx)
-                .await?;
-                allocation_mark = (row.try_get("n")?, row.try_get("top")?);
-            }
             UsageRead::Full(sum_usages(&mut tx, "").await?)
         } else if changed.is_empty() {
             UsageRead::Unchanged
