@@ -35,6 +35,9 @@ pub struct PrivateRabbit {
     pub pki: Option<TestPki>,
     home: PathBuf,
     child: Option<Child>,
+    /// False for a start attempt that failed: the next attempt boots from the same
+    /// directory (cookie, PKI, env file), so dropping this one must not remove it.
+    owns_dir: bool,
 }
 
 fn free_port() -> u16 {
@@ -93,12 +96,14 @@ impl PrivateRabbit {
                 pki: pki.clone(),
                 home: home.clone(),
                 child: None,
+                owns_dir: true,
             };
             match r.boot() {
                 Ok(()) => return r,
                 Err(e) => {
                     last_error = e;
                     r.kill();
+                    r.owns_dir = false;
                 }
             }
         }
@@ -246,7 +251,7 @@ impl PrivateRabbit {
 impl Drop for PrivateRabbit {
     fn drop(&mut self) {
         self.kill();
-        if !std::thread::panicking() {
+        if self.owns_dir && !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
