@@ -27,8 +27,8 @@ pub struct GuardsSection {
     /// a shutdown gave up on it) this many times is answered with a failure when it
     /// is delivered again, instead of being handled again. 0 turns the guard off.
     pub max_message_crashes: u32,
-    /// Directory of the record of calls in flight (one small file per call, under
-    /// `inflight-<host>/`), read at startup to recognise a call that was in flight
+    /// Directory of the record of calls in flight (`inflight-<host>/inflight.log`,
+    /// a line as a call starts and one as it is answered), read at startup to recognise a call that was in flight
     /// when the daemon died.
     pub state_dir: PathBuf,
 }
