@@ -65,6 +65,13 @@ struct Started {
     at: u64,
 }
 
+impl Started {
+    /// The `+` line of request `id` (read back by [`replay`]).
+    fn line(&self, id: &str) -> String {
+        format!("+{id} {} {}\n", self.deaths, self.at)
+    }
+}
+
 #[derive(Debug)]
 struct Log {
     dir: PathBuf,
@@ -134,7 +141,7 @@ impl InflightJournal {
             deaths: crashes,
             at: unix_now(),
         };
-        let entry = match log.append(&format!("+{id} {} {}\n", started.deaths, started.at)) {
+        let entry = match log.append(&started.line(id)) {
             Ok(()) => {
                 log.in_flight.insert(id.to_string(), started);
                 Entry {
@@ -172,11 +179,10 @@ impl InflightJournal {
 
 impl Log {
     /// Reads the record the previous process left (and the one-file-per-request
-    /// entries of earlier versions), then rewrites it with the suspects alone.
+    /// entries of earlier versions), then rewrites it with the suspects alone (the
+    /// rewrite forgets those older than `max_age`).
     fn open(dir: &Path, max_age: Duration) -> std::io::Result<Log> {
         std::fs::create_dir_all(dir)?;
-        let now = unix_now();
-        let fresh = |s: &Started| now.saturating_sub(s.at) <= max_age.as_millis() as u64;
         let mut left: HashMap<String, Started> = HashMap::new();
         for item in std::fs::read_dir(dir)? {
             let item = item?;
@@ -203,7 +209,6 @@ impl Log {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        left.retain(|_, s| fresh(s));
         let mut log = Log {
             dir: dir.to_path_buf(),
             file: File::open("/dev/null")?,
@@ -228,7 +233,7 @@ impl Log {
             .retain(|_, s| now.saturating_sub(s.at) <= max_age.as_millis() as u64);
         let mut text = String::new();
         for (id, s) in self.suspects.iter().chain(&self.in_flight) {
-            text.push_str(&format!("+{id} {} {}\n", s.deaths, s.at));
+            text.push_str(&s.line(id));
         }
         let path = self.dir.join(LOG_FILE);
         let next = self.dir.join(format!("{LOG_FILE}.new"));
