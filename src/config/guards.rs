@@ -38,7 +38,7 @@ impl Default for GuardsSection {
         GuardsSection {
             max_instances_per_request: 1000,
             max_message_bytes: 2 * 1024 * 1024,
-            max_message_crashes: 1,
+            max_message_crashes: 2,
             state_dir: PathBuf::from("/var/lib/nova-scheduler-rs"),
         }
     }

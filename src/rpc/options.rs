@@ -170,7 +170,7 @@ impl Default for RpcServerOptions {
             call_timeout: Duration::from_secs(1800),
             shutdown_grace: Some(Duration::from_secs(60)),
             state_dir: None,
-            max_message_crashes: 1,
+            max_message_crashes: 2,
         }
     }
 }
