@@ -22,7 +22,9 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 mod db_wait;
+pub mod preflight;
 pub use db_wait::{ConnectError, DbTarget};
+pub use preflight::{Prepared, Refusal, RefusalKind, Refused};
 
 /// Why the daemon could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +126,6 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
             return Err(AppError::Config(errors.join("; ")));
         }
     };
-    info!(filters = ?filters.names(), weighers = ?weighers.names(), "pipeline built");
     Ok(Scheduler {
         filters,
         weighers,
@@ -201,6 +202,7 @@ fn rpc_options_for(config: &Config, transport: &crate::config::TransportUrl) -> 
 /// transport URL, else `[DEFAULT] transport_url`).
 fn notifier(
     config: &Config,
+    transport: &crate::config::TransportUrl,
 ) -> Result<(Notifier, Option<Arc<AmqpNotificationPublisher>>), AppError> {
     let n = &config.oslo_messaging_notifications;
     let (settings, unsupported) = NotifierSettings::new(
@@ -222,15 +224,7 @@ fn notifier(
         }
         return Ok((Notifier::new(settings, None), None));
     }
-    let transport = match &n.transport_url {
-        Some(url) => crate::config::TransportUrl::parse(url.expose()).map_err(|reason| {
-            AppError::Config(format!(
-                "[oslo_messaging_notifications] transport_url: {reason}"
-            ))
-        })?,
-        None => config.transport.clone(),
-    };
-    let publisher = AmqpNotificationPublisher::start(rpc_options_for(config, &transport), n.retry)?;
+    let publisher = AmqpNotificationPublisher::start(rpc_options_for(config, transport), n.retry)?;
     info!(
         legacy = ?settings.legacy, versioned = ?settings.versioned,
         "sending scheduler notifications"
@@ -243,13 +237,30 @@ fn non_empty(s: &str) -> Option<std::path::PathBuf> {
     (!s.is_empty()).then(|| s.into())
 }
 
-/// Runs the daemon until `shutdown` resolves.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AppError> {
+/// Runs the daemon until `shutdown` resolves, from what [`preflight::prepare`] made of
+/// `config`.
+pub async fn run(
+    config: Config,
+    prepared: Prepared,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AppError> {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
-    let scheduler = build_scheduler(&config)?;
-    let state_options = state_options(&config)?;
+    let Prepared {
+        scheduler,
+        state: state_options,
+        placement: placement_options,
+        prefilters,
+        databases,
+        placement_index_url,
+        notification_transport,
+        rpc: rpc_options,
+    } = prepared;
+    info!(
+        filters = ?scheduler.filters.names(), weighers = ?scheduler.weighers.names(),
+        "pipeline built"
+    );
     // The listener answers from the start: live at once, ready once consuming.
     let health = Health::new(readiness_bounds(&config));
     let mut observers = vec![tokio::spawn(Arc::clone(&health).beat())];
@@ -273,7 +284,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     });
     // oslo.db's startup retries, database by database; /readyz says which one is
     // awaited. A stop request while waiting ends the daemon at once.
-    for target in database_targets(&config)? {
+    for target in databases {
         let waiting = format!("waiting for the database {}", target.what);
         health.starting(waiting.as_str());
         systemd_status.status(&waiting);
@@ -299,7 +310,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         service_row.heartbeat(Duration::from_secs(config.default.report_interval.max(1))),
     );
     let store = Arc::new(HostStateStore::connect(state_options).await?);
-    let placement = Arc::new(PlacementClient::new(placement_options(&config)?)?);
+    let placement = Arc::new(PlacementClient::new(placement_options)?);
     let mut manager = SchedulerManager::new(
         scheduler,
         Arc::clone(&store),
@@ -308,7 +319,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             max_placement_results: config.scheduler.max_placement_results,
             default_availability_zone: config.default.default_availability_zone.clone(),
             rng_seed: None,
-            prefilters: prefilter_options(&config)?,
+            prefilters,
             load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier
                 != 0.0,
             indexed_decision: config.nova_scheduler_rs.indexed_decision,
@@ -317,18 +328,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             decision_ring_size: config.nova_scheduler_rs.decision_ring_size as usize,
         },
     );
-    let (notifier, notification_publisher) = notifier(&config)?;
+    let (notifier, notification_publisher) = notifier(&config, &notification_transport)?;
     if notifier.is_active() {
         manager = manager.with_notifier(Arc::new(notifier));
     }
     let cache =
         cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
     let mut background = Vec::new();
-    if let Some(url) = &config.placement_database_url {
-        let sqlx_url = url
-            .to_sqlx_url()
-            .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
-        let loader = IndexLoader::connect(&sqlx_url)
+    if let Some(sqlx_url) = &placement_index_url {
+        let loader = IndexLoader::connect(sqlx_url)
             .await
             .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
         let index = LiveIndex::load(loader)
@@ -363,7 +371,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let _ = explainer.set(Arc::clone(&manager) as Arc<dyn listener::Explainer>);
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
     let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
-    let served = rpc::run(rpc_options(&config), endpoints, shutdown).await;
+    let served = rpc::run(rpc_options, endpoints, shutdown).await;
     if let Some(publisher) = notification_publisher {
         publisher.close(Duration::from_secs(5)).await;
     }

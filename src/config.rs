@@ -32,6 +32,7 @@ pub mod reader;
 pub mod scheduler;
 pub mod sections;
 pub mod transport_url;
+pub mod typos;
 
 pub use cli::{
     parse_cli_args, CapacityArgs, CliArgs, Command, ConfigSource, SimulateArgs, SnapshotArgs,
@@ -105,13 +106,21 @@ pub struct Config {
 /// Reads every source in order (see [`cli`] for the order oslo uses); `OS_<GROUP>__<OPTION>`
 /// environment variables override the files, as in oslo.config.
 pub fn load_sources(sources: &[ConfigSource]) -> Result<Config, ConfigError> {
+    let (config, errors) = load_sources_with_errors(sources);
+    ConfigError::from_list(errors)?;
+    Ok(config)
+}
+
+/// [`load_sources`] that keeps going: the configuration with each bad value at its
+/// default, and every error found (empty when it loads cleanly).
+pub fn load_sources_with_errors(sources: &[ConfigSource]) -> (Config, Vec<ConfigError>) {
     let mut raw = RawConfig::new();
     raw.set_env(std::env::vars());
     let mut errors = Vec::new();
     for source in sources {
         read_source(source, &mut raw, &mut errors);
     }
-    Config::from_raw(raw, errors)
+    Config::build(raw, errors)
 }
 
 /// Reads `config_files` in order, then the `*.conf` files of each of `config_dirs` in
@@ -131,12 +140,22 @@ pub fn load(config_files: &[PathBuf], config_dirs: &[PathBuf]) -> Result<Config,
 /// it names no file, and applies `--debug`/`--nodebug` and oslo.log's other flags
 /// (`--log-file`, `--use-json`, ...), which win over the files.
 pub fn load_from_cli(cli: &CliArgs) -> Result<Config, ConfigError> {
-    let mut config = load_sources(&cli.effective_sources())?;
+    let (config, errors) = load_from_cli_with_errors(cli);
+    ConfigError::from_list(errors)?;
+    Ok(config)
+}
+
+/// [`load_from_cli`] that keeps going past bad values (see [`load_sources_with_errors`]),
+/// so that `run` and `config check` can name every problem at once.
+pub fn load_from_cli_with_errors(cli: &CliArgs) -> (Config, Vec<ConfigError>) {
+    let (mut config, mut errors) = load_sources_with_errors(&cli.effective_sources());
     if let Some(debug) = cli.debug {
         config.default.debug = debug;
     }
-    config.log.apply_cli(&cli.log_options)?;
-    Ok(config)
+    if let Err(e) = config.log.apply_cli(&cli.log_options) {
+        errors.push(e);
+    }
+    (config, errors)
 }
 
 /// Parses one INI text (named `<string>` in errors; the environment is not read); for
@@ -296,7 +315,15 @@ const POOLS_FIXED: &str = "the daemon sizes its pools itself (20 connections \
 impl Config {
     /// Builds the typed configuration from parsed files; `errors` are errors found while
     /// reading them, reported together with any bad value.
-    pub fn from_raw(raw: RawConfig, mut errors: Vec<ConfigError>) -> Result<Config, ConfigError> {
+    pub fn from_raw(raw: RawConfig, errors: Vec<ConfigError>) -> Result<Config, ConfigError> {
+        let (config, errors) = Config::build(raw, errors);
+        ConfigError::from_list(errors)?;
+        Ok(config)
+    }
+
+    /// The typed configuration with every bad value at its default, and the errors
+    /// (`errors` first, then each bad value).
+    pub fn build(raw: RawConfig, mut errors: Vec<ConfigError>) -> (Config, Vec<ConfigError>) {
         let default = DefaultSection::read(&raw, &mut errors);
         let log = LogSection::read(&raw, &mut errors);
         let url = default.transport_url.expose();
@@ -362,8 +389,7 @@ impl Config {
                     .into(),
             });
         }
-        ConfigError::from_list(errors)?;
-        Ok(config)
+        (config, errors)
     }
 
     /// Every value of every file, including groups and options no section models.
@@ -416,6 +442,7 @@ impl Config {
             .map(|o| format!("option {o} is accepted but not used"))
             .collect();
         out.extend(self.not_honoured());
+        out.extend(typos::unknown_option_warnings(&self.raw));
         if self.transport.mixed_credentials {
             out.push(
                 "[DEFAULT] transport_url: all hosts should be set with username/password or \

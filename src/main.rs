@@ -75,17 +75,20 @@ fn main() -> ExitCode {
             };
             ExitCode::from(runtime.block_on(tools::snapshot::run(args, config)) as u8)
         }
-        Command::ConfigCheck => config_check(&cli),
+        Command::ConfigCheck(ref args) => config_check(&cli, args),
         Command::Explain(ref args) => explain(&cli, args),
         Command::ConfigSample => {
             print!("{}", config::options::sample());
             ExitCode::SUCCESS
         }
         Command::Run => {
-            let config = match config::load_from_cli(&cli) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("Invalid configuration:\n{e}");
+            // The same checks as `config check`, every refusal at once, before
+            // anything is started or reached.
+            let (config, load_errors) = config::load_from_cli_with_errors(&cli);
+            let prepared = match app::preflight::prepare(&config, load_errors) {
+                Ok(p) => p,
+                Err(refused) => {
+                    eprintln!("Invalid configuration:\n{refused}");
                     return ExitCode::from(EX_USAGE);
                 }
             };
@@ -96,7 +99,7 @@ fn main() -> ExitCode {
             let Some(runtime) = runtime(config.scheduler.workers) else {
                 return ExitCode::FAILURE;
             };
-            let served = runtime.block_on(app::run(config, app::shutdown_signal()));
+            let served = runtime.block_on(app::run(config, prepared, app::shutdown_signal()));
             // Requests abandoned at shutdown stop at their next await; none may hold
             // the exit (dropping the runtime would wait for them).
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
@@ -137,9 +140,77 @@ fn tool_logging(debug: bool) {
         .try_init();
 }
 
-/// `config check`: loads the configuration as `run` does and starts nothing. Every bad
-/// value is printed (exit 64); otherwise each warning `run` would log, and one line
-/// naming the files read.
+/// `config check`: the checks `run` makes before it connects ([`app::preflight`]),
+/// starting nothing. Every refusal is printed as `run` prints it (exit 1), or, when no
+/// configuration file was read at all, exit 2; otherwise each warning `run` would log
+/// and one line naming the files read. `--connect` then reaches every database, the
+/// broker and Placement once (exit 1 if any fails).
+fn config_check(cli: &config::CliArgs, args: &config::cli::ConfigCheckArgs) -> ExitCode {
+    const EXIT_ERRORS: u8 = 1;
+    const EXIT_NOTHING_READ: u8 = 2;
+    let (config, load_errors) = config::load_from_cli_with_errors(cli);
+    let prepared = app::preflight::prepare(&config, load_errors);
+    let warnings = config.warnings();
+    for warning in &warnings {
+        println!("warning: {warning}");
+    }
+    if let Err(refused) = &prepared {
+        eprintln!("Invalid configuration:\n{refused}");
+    }
+    let files = config.files();
+    // A file oslo's parser rejected was found and read, though it gives no values.
+    let unparsable = prepared.as_ref().is_err_and(|refused| {
+        refused
+            .kinds()
+            .contains(&app::preflight::RefusalKind::Syntax)
+    });
+    if files.is_empty() && !unparsable {
+        eprintln!(
+            "no configuration file was read: name one with --config-file or --config-dir \
+             (without them: /etc/nova/nova.conf, /etc/nova/nova.conf.d and the other places \
+             oslo.config looks)"
+        );
+        return ExitCode::from(EXIT_NOTHING_READ);
+    }
+    let Ok(prepared) = prepared else {
+        return ExitCode::from(EXIT_ERRORS);
+    };
+    let read = match files.len() {
+        1 => format!("1 file read ({})", files[0]),
+        n => format!("{n} files read ({})", files.join(", ")),
+    };
+    let warned = match warnings.len() {
+        0 => String::new(),
+        1 => ", 1 warning".to_string(),
+        n => format!(", {n} warnings"),
+    };
+    println!("configuration OK: {read}{warned}");
+    if !args.connect {
+        return ExitCode::SUCCESS;
+    }
+    tool_logging(cli.debug.unwrap_or(false));
+    let Some(runtime) = runtime(Some(1)) else {
+        return ExitCode::FAILURE;
+    };
+    let probes = runtime.block_on(app::preflight::connect(&config, &prepared));
+    let mut failed = 0;
+    for probe in &probes {
+        match &probe.outcome {
+            Ok(()) => println!("ok      {}", probe.what),
+            Err(reason) => {
+                failed += 1;
+                println!("FAILED  {}: {reason}", probe.what);
+            }
+        }
+    }
+    if failed > 0 {
+        println!("{failed} of {} connection(s) failed", probes.len());
+        return ExitCode::from(EXIT_ERRORS);
+    }
+    println!("every connection ok ({})", probes.len());
+    ExitCode::SUCCESS
+}
+
 /// `explain`: the decision from the running daemon's listener (`--url`, else
 /// nova.conf's `[nova_scheduler_rs] http_listen`). Exit 1 when it has no such
 /// decision or cannot be reached.
@@ -182,33 +253,6 @@ fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn config_check(cli: &config::CliArgs) -> ExitCode {
-    let config = match config::load_from_cli(cli) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("Invalid configuration:\n{e}");
-            return ExitCode::from(EX_USAGE);
-        }
-    };
-    let warnings = config.warnings();
-    for warning in &warnings {
-        println!("warning: {warning}");
-    }
-    let files = config.files();
-    let read = match files.len() {
-        0 => "no file read: every option has its default".to_string(),
-        1 => format!("1 file read ({})", files[0]),
-        n => format!("{n} files read ({})", files.join(", ")),
-    };
-    let warned = match warnings.len() {
-        0 => String::new(),
-        1 => ", 1 warning".to_string(),
-        n => format!(", {n} warnings"),
-    };
-    println!("configuration OK: {read}{warned}");
-    ExitCode::SUCCESS
 }
 
 /// The async runtime. nova-scheduler runs `[scheduler] workers` processes (unset or

@@ -44,6 +44,36 @@ use std::time::{Duration, Instant};
 /// nova's `CELL_TIMEOUT`: a cell that has not answered within this time is skipped.
 pub const DEFAULT_CELL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Each cell of `cell_mappings` (cell0 excluded) with its database's sqlx URL, or why
+/// the URL cannot be used; for checks that connect to every cell once. The error
+/// names the API database without its password.
+pub async fn cell_databases(
+    opts: &StateOptions,
+) -> Result<Vec<(String, Result<String, String>)>, String> {
+    let masked = mask_url(&opts.api_database_url);
+    let api = MySqlPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&opts.api_database_url)
+        .await
+        .map_err(|e| format!("API database {masked}: {e}"))?;
+    let rows = cells::load_mappings(&api)
+        .await
+        .map_err(|e| format!("API database {masked}: {e}"));
+    api.close().await;
+    Ok(rows?
+        .into_iter()
+        .map(|row| {
+            let name = row.name.clone().unwrap_or_else(|| row.uuid.clone());
+            let url = match &row.database_connection {
+                Some(url) => (opts.cell_url_resolver)(url),
+                None => Err("cell_mappings has no database_connection for it".to_string()),
+            };
+            (name, url)
+        })
+        .collect())
+}
+
 /// What the store needs from nova.conf.
 #[derive(Clone)]
 pub struct StateOptions {

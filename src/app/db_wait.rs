@@ -47,6 +47,16 @@ impl DbTarget {
         }
     }
 
+    /// A database known by its sqlx URL only (a cell's), probed once.
+    pub fn from_sqlx(what: &str, sqlx_url: String) -> Self {
+        DbTarget {
+            what: what.to_string(),
+            sqlx_url,
+            max_retries: 0,
+            retry_interval: Duration::ZERO,
+        }
+    }
+
     /// Attempts in all; `None` = forever.
     fn attempts(&self) -> Option<u64> {
         (self.max_retries >= 0).then(|| self.max_retries.max(1) as u64)

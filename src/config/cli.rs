@@ -36,8 +36,8 @@ pub enum Command {
     Run,
     /// Decide on an embedded demo cloud (see `simulate`).
     Simulate(SimulateArgs),
-    /// Load the configuration as `run` does, report every problem, start nothing.
-    ConfigCheck,
+    /// Check the configuration as `run` does, report every problem, start nothing.
+    ConfigCheck(ConfigCheckArgs),
     /// Print a nova.conf sample of every option read.
     ConfigSample,
     /// Ask the running daemon why a request was decided as it was.
@@ -286,10 +286,20 @@ enum Sub {
     Explain(ExplainArgs),
 }
 
+/// `config check`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConfigCheckArgs {
+    /// Also reach each database (and each cell's), the broker and Placement once with
+    /// the configured credentials and TLS, and report each; nothing is written
+    #[arg(long)]
+    pub connect: bool,
+}
+
 #[derive(Subcommand, Debug)]
 enum ConfigSub {
-    /// Load the configuration as `run` does and report every problem; start nothing
-    Check,
+    /// Check the configuration as `run` does and report every problem, start nothing
+    /// (exit 0: clean, 1: errors, 2: no configuration file read)
+    Check(ConfigCheckArgs),
     /// Print a nova.conf sample of every option read, with its default
     Sample,
 }
@@ -423,7 +433,7 @@ where
             Some(Sub::Simulate(args)) => Command::Simulate(args),
             Some(Sub::Capacity(args)) => Command::Capacity(args),
             Some(Sub::Snapshot(args)) => Command::Snapshot(args),
-            Some(Sub::Config(ConfigSub::Check)) => Command::ConfigCheck,
+            Some(Sub::Config(ConfigSub::Check(args))) => Command::ConfigCheck(args),
             Some(Sub::Config(ConfigSub::Sample)) => Command::ConfigSample,
             Some(Sub::Explain(args)) => Command::Explain(args),
         },
@@ -591,7 +601,7 @@ mod tests {
         assert_eq!(parse(&["run"]).unwrap().command, Command::Run);
         assert_eq!(
             parse(&["config", "check"]).unwrap().command,
-            Command::ConfigCheck
+            Command::ConfigCheck(ConfigCheckArgs::default())
         );
         assert_eq!(
             parse(&["config", "sample"]).unwrap().command,
@@ -628,7 +638,10 @@ mod tests {
             "/var/log/x.log",
         ])
         .unwrap();
-        assert_eq!(cli.command, Command::ConfigCheck);
+        assert_eq!(
+            cli.command,
+            Command::ConfigCheck(ConfigCheckArgs::default())
+        );
         assert_eq!(
             cli.sources,
             vec![

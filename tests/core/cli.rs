@@ -135,8 +135,14 @@ fn config_check_reports_every_bad_value_and_starts_nothing() {
     let dir = Scratch::new("check");
     let good = dir.write(
         "good.conf",
-        "[DEFAULT]\ntransport_url = rabbit://nova:secret@127.0.0.1:1/\n\
-         [database]\nmax_pool_size = 5\n",
+        &format!(
+            "[DEFAULT]\ntransport_url = rabbit://nova:secret@127.0.0.1:1/\n\
+             [database]\nmax_pool_size = 5\n\
+             connection = mysql+pymysql://nova:secret@127.0.0.1:1/nova_cell0\n\
+             [api_database]\nconnection = mysql+pymysql://nova:secret@127.0.0.1:1/nova_api\n\
+             [nova_scheduler_rs]\nstate_dir = {}\n",
+            dir.0.join("state").display()
+        ),
     );
     let extra = dir.write("extra.conf", "[scheduler]\nmax_attempts = 2\n");
     let empty = dir.empty_dir();
@@ -182,7 +188,7 @@ fn config_check_reports_every_bad_value_and_starts_nothing() {
         &dir.0,
     );
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(stderr.contains("[scheduler] max_attempts"), "{stderr}");
     assert!(
         stderr.contains("[filter_scheduler] host_subset_size"),
@@ -194,7 +200,8 @@ fn config_check_reports_every_bad_value_and_starts_nothing() {
         &["config", "check", "--config-file", "/nonexistent"],
         &dir.0,
     );
-    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    // Nothing read at all.
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(text(&out.stderr).contains("/nonexistent"));
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The decision core against its reference (`indexed_core`, `incremental_core`, on random
-//! clouds), the binary's command line (`cli`), and the weighers that need a database or
+//! clouds), the binary's command line (`cli`, and `config_doors`: `run` and `config
+//! check` refuse alike), and the weighers that need a database or
 //! the daemon (`weigher_instance_images`, `weigher_pack_spread`). One test binary; each
 //! file below is a module, and the fixtures of `tests/common/` are compiled once, at
 //! this crate's root.
@@ -24,6 +25,7 @@ mod random_core;
 mod venv;
 
 mod cli;
+mod config_doors;
 mod incremental_core;
 mod indexed_core;
 mod weigher_instance_images;
