@@ -422,6 +422,30 @@ impl Config {
                 format!("option [{group}] {option} is accepted but not honoured: {instead}")
             })
             .collect();
+        // The option table's "read, not used" options, set to other than their default.
+        for spec in options::OPTIONS.iter().filter(|o| o.not_used) {
+            let listed = NOT_HONOURED
+                .iter()
+                .any(|(g, o, _)| *g == spec.group && *o == spec.name);
+            if listed || (spec.group, spec.name) == ("DEFAULT", "periodic_enable") {
+                continue;
+            }
+            let names: Vec<(&str, &str)> = std::iter::once((spec.group, spec.name))
+                .chain(spec.deprecated.iter().copied())
+                .collect();
+            let Some(value) = self.raw.get_first(&names) else {
+                continue;
+            };
+            if value.value.trim().eq_ignore_ascii_case(spec.default) {
+                continue;
+            }
+            out.push(format!(
+                "option [{}] {} is accepted but not honoured: {}",
+                spec.group,
+                spec.name,
+                spec.not_used_reason()
+            ));
+        }
         if !self.default.periodic_enable {
             out.push(
                 "option [DEFAULT] periodic_enable = false is accepted but not honoured: the \

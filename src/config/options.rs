@@ -63,6 +63,9 @@ pub struct OptionSpec {
     pub deprecated: &'static [(&'static str, &'static str)],
     /// What it does (in this daemon).
     pub help: &'static str,
+    /// Read (and checked) but without effect here: set to anything but its default,
+    /// it is named in a warning at startup (see [`OptionSpec::not_used_reason`]).
+    pub not_used: bool,
 }
 
 /// An option without bounds, choices or deprecated names.
@@ -83,6 +86,7 @@ const fn opt(
         choices: &[],
         deprecated: &[],
         help,
+        not_used: false,
     }
 }
 
@@ -106,6 +110,26 @@ impl OptionSpec {
         self.deprecated = names;
         self
     }
+
+    const fn not_used(mut self) -> Self {
+        self.not_used = true;
+        self
+    }
+
+    /// Why a `not_used` option changes nothing: its help text after "not used".
+    pub fn not_used_reason(&self) -> &'static str {
+        let Some((_, after)) = self.help.split_once("not used") else {
+            return "it changes nothing here";
+        };
+        let reason = after
+            .trim_start_matches([':', ' ', '('])
+            .trim_end_matches(['.', ')']);
+        if reason.is_empty() {
+            "it changes nothing here"
+        } else {
+            reason
+        }
+    }
 }
 
 use Kind::{Bool, Float, Int, List, Multi, String as Str};
@@ -116,26 +140,26 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("DEFAULT", "transport_url", Str, "rabbit://", "Broker URL: rabbit://user:pass@host:port[,user:pass@host:port]/vhost?option=value Query options override [oslo_messaging_rabbit]."),
     opt("DEFAULT", "control_exchange", Str, "nova", "Exchange for RPC topics."),
     opt("DEFAULT", "host", Str, "<current_hostname>", "Name of this service: service row and RPC server."),
-    opt("DEFAULT", "rpc_response_timeout", Int, "60", "Seconds to wait for a response from a call. Read, not used (the daemon makes no RPC calls).").min("0"),
+    opt("DEFAULT", "rpc_response_timeout", Int, "60", "Seconds to wait for a response from a call. Read, not used (the daemon makes no RPC calls).").min("0").not_used(),
     opt("DEFAULT", "long_rpc_timeout", Int, "1800", "Timeout nova uses for long calls such as select_destinations. This daemon stops a request whose caller has given up (the call's AMQP expiration, else this) before its next claim, releasing what it claimed.").min("0"),
     opt("DEFAULT", "executor_thread_pool_size", Int, "64", "Concurrent RPC handlers.").min("1").deprecated(&[("DEFAULT", "rpc_thread_pool_size")]),
     opt("DEFAULT", "rpc_ping_enabled", Bool, "false", "Answer oslo_rpc_server_ping calls."),
     opt("DEFAULT", "report_interval", Int, "10", "Seconds between service heartbeats.").min("0"),
     opt("DEFAULT", "service_down_time", Int, "60", "Seconds without a heartbeat after which a service is down.").min("0"),
     opt("DEFAULT", "servicegroup_driver", Str, "db", "Liveness driver: db or mc.").choices(&["db", "mc"]),
-    opt("DEFAULT", "periodic_enable", Bool, "true", "Run periodic tasks. Read, not used: host discovery runs whenever [scheduler] discover_hosts_in_cells_interval is >= 0, first at startup; false is named in a warning at startup."),
-    opt("DEFAULT", "periodic_fuzzy_delay", Int, "60", "Random delay (s, up to this) before periodic tasks start. Read, not used.").min("0"),
+    opt("DEFAULT", "periodic_enable", Bool, "true", "Run periodic tasks. Read, not used: host discovery runs whenever [scheduler] discover_hosts_in_cells_interval is >= 0, first at startup; false is named in a warning at startup.").not_used(),
+    opt("DEFAULT", "periodic_fuzzy_delay", Int, "60", "Random delay (s, up to this) before periodic tasks start. Read, not used.").min("0").not_used(),
     opt("DEFAULT", "default_availability_zone", Str, "nova", "Availability zone of hosts in no zone aggregate."),
-    opt("DEFAULT", "internal_service_availability_zone", Str, "internal", "Zone shown for internal services. Read, not used."),
+    opt("DEFAULT", "internal_service_availability_zone", Str, "internal", "Zone shown for internal services. Read, not used.").not_used(),
     opt("DEFAULT", "cpu_allocation_ratio", Float, "<None>", "Overrides a compute node's VCPU ratio when set (unset: use the node's own).").min("0.0"),
     opt("DEFAULT", "ram_allocation_ratio", Float, "<None>", "Overrides a compute node's MEMORY_MB ratio when set.").min("0.0"),
     opt("DEFAULT", "disk_allocation_ratio", Float, "<None>", "Overrides a compute node's DISK_GB ratio when set.").min("0.0"),
     opt("DEFAULT", "initial_cpu_allocation_ratio", Float, "4.0", "VCPU ratio used when neither the option nor the node has one.").min("0.0"),
     opt("DEFAULT", "initial_ram_allocation_ratio", Float, "1.0", "MEMORY_MB ratio used when neither the option nor the node has one.").min("0.0"),
     opt("DEFAULT", "initial_disk_allocation_ratio", Float, "1.0", "DISK_GB ratio used when neither the option nor the node has one.").min("0.0"),
-    opt("DEFAULT", "cell_worker_thread_pool_size", Int, "5", "Threads for cell scatter-gather queries. Read, not used (one async runtime; see [scheduler] workers).").min("1"),
-    opt("DEFAULT", "default_thread_pool_size", Int, "10", "Threads for background tasks. Read, not used (one async runtime; see [scheduler] workers).").min("1"),
-    opt("DEFAULT", "manager_shutdown_timeout", Int, "160", "Read, not used: the drain on SIGTERM is bounded by graceful_shutdown_timeout; set, a warning at startup.").min("0"),
+    opt("DEFAULT", "cell_worker_thread_pool_size", Int, "5", "Threads for cell scatter-gather queries. Read, not used (one async runtime; see [scheduler] workers).").min("1").not_used(),
+    opt("DEFAULT", "default_thread_pool_size", Int, "10", "Threads for background tasks. Read, not used (one async runtime; see [scheduler] workers).").min("1").not_used(),
+    opt("DEFAULT", "manager_shutdown_timeout", Int, "160", "Read, not used: the drain on SIGTERM is bounded by graceful_shutdown_timeout; set, a warning at startup.").min("0").not_used(),
     opt("DEFAULT", "graceful_shutdown_timeout", Int, "60", "Seconds SIGTERM waits for requests in flight before exiting anyway; 0 waits without end. Abandoned requests stay unacknowledged (the broker hands them out again) and count as in flight at a death for max_message_crashes.").min("0"),
     opt("DEFAULT", "debug", Bool, "false", "Debug logging."),
     opt("DEFAULT", "log_file", Str, "<None>", "File the log is appended to (relative: under log_dir). Unset: stderr, or the journal with use_journal.").deprecated(&[("DEFAULT", "logfile")]),
@@ -148,11 +172,11 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("DEFAULT", "log_date_format", Str, "%Y-%m-%d %H:%M:%S", "strftime format of the time in text lines."),
     opt("DEFAULT", "default_log_levels", List, "amqp=WARN,amqplib=WARN,boto=WARN,qpid=WARN,sqlalchemy=WARN,suds=INFO,oslo.messaging=INFO,oslo_messaging=INFO,iso8601=WARN,requests.packages.urllib3.connectionpool=WARN,urllib3.connectionpool=WARN,websocket=WARN,requests.packages.urllib3.util.retry=WARN,urllib3.util.retry=WARN,keystonemiddleware=WARN,routes.middleware=WARN,stevedore=WARN,taskflow=WARN,keystoneauth=WARN,oslo.cache=INFO,oslo_policy=INFO,dogpile.core.dogpile=INFO", "logger=LEVEL pairs; Python logger names are mapped to the daemon's targets (see docs/configuration.md)."),
     opt("DEFAULT", "watch_log_file", Bool, "false", "Reopen log_file when it is moved or removed (the file is reopened in that case either way)."),
-    opt("DEFAULT", "log_config_append", Str, "<None>", "A Python logging configuration file: read, not used (warned at startup).").deprecated(&[("DEFAULT", "log_config")]),
+    opt("DEFAULT", "log_config_append", Str, "<None>", "A Python logging configuration file: read, not used (warned at startup).").deprecated(&[("DEFAULT", "log_config")]).not_used(),
     // [api_database]
     opt("api_database", "connection", Str, "<None>", "SQLAlchemy URL of the API database, e.g. mysql+pymysql://nova:PASSWORD@controller/nova_api?charset=utf8."),
     opt("api_database", "connection_parameters", Str, "", "Extra URL parameters, e.g. ssl_ca=/etc/ssl/ca.pem. TLS arguments (ssl_ca, ssl_cert, ssl_key, ssl_verify_cert, ssl_verify_identity, ssl_check_hostname, ssl_disabled, ssl_mode) work as with PyMySQL."),
-    opt("api_database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0"),
+    opt("api_database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0").not_used(),
     opt("api_database", "max_retries", Int, "10", "Connection attempts at startup before the daemon gives up (each attempt waits at most 5 s for an answer); -1 tries forever, 0 is one attempt. Meanwhile /readyz answers 503 naming the database.").min("-1"),
     opt("api_database", "retry_interval", Int, "10", "Seconds between those attempts.").min("0"),
     // [compute]
@@ -160,15 +184,15 @@ pub const OPTIONS: &[OptionSpec] = &[
     // [database]
     opt("database", "connection", Str, "<None>", "SQLAlchemy URL of this service's database (cell0), e.g. mysql+pymysql://nova:PASSWORD@controller/nova_cell0?charset=utf8; also fills {username}, {password}, {hostname}, ... in cell_mappings.database_connection templates."),
     opt("database", "connection_parameters", Str, "", "Extra URL parameters, e.g. ssl_ca=/etc/ssl/ca.pem. TLS arguments (ssl_ca, ssl_cert, ssl_key, ssl_verify_cert, ssl_verify_identity, ssl_check_hostname, ssl_disabled, ssl_mode) work as with PyMySQL."),
-    opt("database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0"),
+    opt("database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0").not_used(),
     opt("database", "max_retries", Int, "10", "Connection attempts at startup before the daemon gives up (each attempt waits at most 5 s for an answer); -1 tries forever, 0 is one attempt. Meanwhile /readyz answers 503 naming the database.").min("-1"),
     opt("database", "retry_interval", Int, "10", "Seconds between those attempts.").min("0"),
     // [filter_scheduler]
     opt("filter_scheduler", "host_subset_size", Int, "1", "Pick randomly among the best N weighed hosts.").min("1"),
     opt("filter_scheduler", "max_io_ops_per_host", Int, "8", "IoOpsFilter limit.").min("0"),
     opt("filter_scheduler", "max_instances_per_host", Int, "50", "NumInstancesFilter limit.").min("1"),
-    opt("filter_scheduler", "track_instance_changes", Bool, "true", "Computes send instance info to the scheduler. Read, not used: the instance-info casts of nova-compute are always applied to the warm cache."),
-    opt("filter_scheduler", "available_filters", Multi, "nova.scheduler.filters.all_filters", "Filters that may be enabled. Read, not used: the filters are built in."),
+    opt("filter_scheduler", "track_instance_changes", Bool, "true", "Computes send instance info to the scheduler. Read, not used: the instance-info casts of nova-compute are always applied to the warm cache.").not_used(),
+    opt("filter_scheduler", "available_filters", Multi, "nova.scheduler.filters.all_filters", "Filters that may be enabled. Read, not used: the filters are built in.").not_used(),
     opt("filter_scheduler", "enabled_filters", List, "ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter", "Filters to run, in order."),
     opt("filter_scheduler", "weight_classes", List, "nova.scheduler.weights.all_weighers", "Weighers to use."),
     opt("filter_scheduler", "ram_weight_multiplier", Float, "1.0", "RAMWeigher multiplier (negative stacks, positive spreads)."),
@@ -191,7 +215,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("filter_scheduler", "restrict_isolated_hosts_to_isolated_images", Bool, "true", "IsolatedHostsFilter: isolated hosts take only isolated images."),
     opt("filter_scheduler", "aggregate_image_properties_isolation_namespace", Str, "<None>", "AggregateImagePropertiesIsolation: metadata key namespace (deprecated)."),
     opt("filter_scheduler", "aggregate_image_properties_isolation_separator", Str, ".", "AggregateImagePropertiesIsolation: namespace separator (deprecated)."),
-    opt("filter_scheduler", "pci_in_placement", Bool, "false", "PCI requests are tracked in Placement. Read, not used: PCI request groups arrive in the RequestSpec."),
+    opt("filter_scheduler", "pci_in_placement", Bool, "false", "PCI requests are tracked in Placement. Read, not used: PCI request groups arrive in the RequestSpec.").not_used(),
     // [metrics]
     opt("metrics", "weight_multiplier", Float, "1.0", "MetricsWeigher multiplier."),
     opt("metrics", "weight_setting", List, "", "name=ratio pairs of metrics to weigh."),
@@ -223,21 +247,21 @@ pub const OPTIONS: &[OptionSpec] = &[
     // [oslo_messaging_rabbit]
     opt("oslo_messaging_rabbit", "amqp_durable_queues", Bool, "false", "Durable control exchange and topic queues."),
     opt("oslo_messaging_rabbit", "amqp_auto_delete", Bool, "false", "Auto-delete control exchange and topic queues."),
-    opt("oslo_messaging_rabbit", "rpc_conn_pool_size", Int, "30", "Size of the pool of sending connections. Read (combinations oslo refuses are refused), not used.").min("1"),
-    opt("oslo_messaging_rabbit", "conn_pool_min_size", Int, "2", "Pool floor (must not exceed rpc_conn_pool_size). Read (combinations oslo refuses are refused), not used.").min("0"),
-    opt("oslo_messaging_rabbit", "conn_pool_ttl", Int, "1200", "Seconds an idle pooled connection lives. Read (combinations oslo refuses are refused), not used.").min("0"),
+    opt("oslo_messaging_rabbit", "rpc_conn_pool_size", Int, "30", "Size of the pool of sending connections. Read (combinations oslo refuses are refused), not used.").min("1").not_used(),
+    opt("oslo_messaging_rabbit", "conn_pool_min_size", Int, "2", "Pool floor (must not exceed rpc_conn_pool_size). Read (combinations oslo refuses are refused), not used.").min("0").not_used(),
+    opt("oslo_messaging_rabbit", "conn_pool_ttl", Int, "1200", "Seconds an idle pooled connection lives. Read (combinations oslo refuses are refused), not used.").min("0").not_used(),
     opt("oslo_messaging_rabbit", "ssl", Bool, "false", "Connect with TLS (the port stays 5672 unless the URL names one)."),
-    opt("oslo_messaging_rabbit", "ssl_version", Str, "", "TLS protocol name (\"\" = library default). Read, not used (rustls negotiates TLS 1.2/1.3 and always checks the host name)."),
+    opt("oslo_messaging_rabbit", "ssl_version", Str, "", "TLS protocol name (\"\" = library default). Read, not used (rustls negotiates TLS 1.2/1.3 and always checks the host name).").not_used(),
     opt("oslo_messaging_rabbit", "ssl_key_file", Str, "", "Client key file (\"\" = none)."),
     opt("oslo_messaging_rabbit", "ssl_cert_file", Str, "", "Client certificate file (\"\" = none)."),
     opt("oslo_messaging_rabbit", "ssl_ca_file", Str, "", "CA bundle to verify the broker (\"\" = system roots, no hostname check)."),
-    opt("oslo_messaging_rabbit", "ssl_enforce_hostname_verification", Bool, "true", "Check the broker's hostname when ssl_ca_file is set. Read, not used (rustls negotiates TLS 1.2/1.3 and always checks the host name)."),
-    opt("oslo_messaging_rabbit", "ssl_enforce_fips_mode", Bool, "false", "No effect (deprecated). Read, not used (rustls negotiates TLS 1.2/1.3 and always checks the host name)."),
-    opt("oslo_messaging_rabbit", "kombu_reconnect_delay", Float, "1.0", "Extra seconds to sleep per recoverable error (0–4.5). Read (combinations oslo refuses are refused), not used.").min("0.0").max("4.5"),
-    opt("oslo_messaging_rabbit", "kombu_reconnect_splay", Float, "0.0", "Random extra seconds (0 to this) per recoverable error. Read (combinations oslo refuses are refused), not used.").min("0.0"),
+    opt("oslo_messaging_rabbit", "ssl_enforce_hostname_verification", Bool, "true", "Check the broker's hostname when ssl_ca_file is set. Read, not used (rustls negotiates TLS 1.2/1.3 and always checks the host name).").not_used(),
+    opt("oslo_messaging_rabbit", "ssl_enforce_fips_mode", Bool, "false", "No effect (deprecated). Read, not used (rustls negotiates TLS 1.2/1.3 and always checks the host name).").not_used(),
+    opt("oslo_messaging_rabbit", "kombu_reconnect_delay", Float, "1.0", "Extra seconds to sleep per recoverable error (0–4.5). Read (combinations oslo refuses are refused), not used.").min("0.0").max("4.5").not_used(),
+    opt("oslo_messaging_rabbit", "kombu_reconnect_splay", Float, "0.0", "Random extra seconds (0 to this) per recoverable error. Read (combinations oslo refuses are refused), not used.").min("0.0").not_used(),
     opt("oslo_messaging_rabbit", "kombu_compression", Str, "<None>", "Compression of every outgoing body (gzip, ...), unset = none."),
     opt("oslo_messaging_rabbit", "kombu_missing_consumer_retry_timeout", Int, "60", "Seconds to retry a reply whose queue is missing (old name kombu_reconnect_timeout).").min("0").deprecated(&[("oslo_messaging_rabbit", "kombu_reconnect_timeout")]),
-    opt("oslo_messaging_rabbit", "kombu_failover_strategy", Str, "round-robin", "Host order on failover: round-robin or shuffle. Read, not used: the brokers are shuffled once at start, then tried in turn from the one that worked last.").choices(&["round-robin", "shuffle"]),
+    opt("oslo_messaging_rabbit", "kombu_failover_strategy", Str, "round-robin", "Host order on failover: round-robin or shuffle. Read, not used: the brokers are shuffled once at start, then tried in turn from the one that worked last.").choices(&["round-robin", "shuffle"]).not_used(),
     opt("oslo_messaging_rabbit", "rabbit_login_method", Str, "AMQPLAIN", "SASL mechanism: PLAIN, AMQPLAIN, EXTERNAL or RABBIT-CR-DEMO.").choices(&["PLAIN", "AMQPLAIN", "EXTERNAL", "RABBIT-CR-DEMO"]),
     opt("oslo_messaging_rabbit", "rabbit_retry_interval", Int, "1", "First reconnect delay (s).").min("1"),
     opt("oslo_messaging_rabbit", "rabbit_retry_backoff", Int, "2", "Reconnect delay growth per attempt (s).").min("0"),
@@ -251,15 +275,15 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("oslo_messaging_rabbit", "rabbit_transient_queues_ttl", Int, "1800", "x-expires (s) of reply and fanout queues; 0 = none.").min("0"),
     opt("oslo_messaging_rabbit", "rabbit_qos_prefetch_count", Int, "0", "Prefetch on listening channels; 0 = unlimited.").min("0"),
     opt("oslo_messaging_rabbit", "heartbeat_timeout_threshold", Int, "60", "Heartbeat proposed to the broker (s); 0 disables heartbeats.").min("0"),
-    opt("oslo_messaging_rabbit", "heartbeat_rate", Int, "3", "Heartbeats are sent every heartbeat_timeout_threshold / heartbeat_rate s. Read (combinations oslo refuses are refused), not used.").min("1"),
-    opt("oslo_messaging_rabbit", "direct_mandatory_flag", Bool, "true", "mandatory flag on replies (deprecated). Read (combinations oslo refuses are refused), not used."),
+    opt("oslo_messaging_rabbit", "heartbeat_rate", Int, "3", "Heartbeats are sent every heartbeat_timeout_threshold / heartbeat_rate s. Read (combinations oslo refuses are refused), not used.").min("1").not_used(),
+    opt("oslo_messaging_rabbit", "direct_mandatory_flag", Bool, "true", "mandatory flag on replies (deprecated). Read (combinations oslo refuses are refused), not used.").not_used(),
     opt("oslo_messaging_rabbit", "enable_cancel_on_failover", Bool, "false", "x-cancel-on-ha-failover consumer argument."),
     opt("oslo_messaging_rabbit", "use_queue_manager", Bool, "false", "Deterministic reply and fanout queue names."),
-    opt("oslo_messaging_rabbit", "hostname", Str, "<current_hostname>", "Host part of queue-manager names (default: the machine's hostname). Read (combinations oslo refuses are refused), not used."),
-    opt("oslo_messaging_rabbit", "processname", Str, "nova-scheduler", "Process part of queue-manager names (default: nova-scheduler, the name the Python service has). Read (combinations oslo refuses are refused), not used."),
+    opt("oslo_messaging_rabbit", "hostname", Str, "<current_hostname>", "Host part of queue-manager names (default: the machine's hostname). Read (combinations oslo refuses are refused), not used.").not_used(),
+    opt("oslo_messaging_rabbit", "processname", Str, "nova-scheduler", "Process part of queue-manager names (default: nova-scheduler, the name the Python service has). Read (combinations oslo refuses are refused), not used.").not_used(),
     opt("oslo_messaging_rabbit", "rabbit_stream_fanout", Bool, "false", "One stream queue per fanout topic."),
     // [pci]
-    opt("pci", "alias", Multi, "", "PCI alias, one JSON object per value. Read, not used: PCI requests arrive resolved in the RequestSpec.").deprecated(&[("DEFAULT", "pci_alias")]),
+    opt("pci", "alias", Multi, "", "PCI alias, one JSON object per value. Read, not used: PCI requests arrive resolved in the RequestSpec.").deprecated(&[("DEFAULT", "pci_alias")]).not_used(),
     // [placement]
     opt("placement", "auth_section", Str, "<None>", "Read the auth options (auth_type, auth_url to endpoint) from this group instead, e.g. keystone_authtoken."),
     opt("placement", "auth_type", Str, "<None>", "keystoneauth plugin: password, v3password, admin_token, none (others stop startup).").deprecated(&[("placement", "auth_plugin")]),
@@ -273,38 +297,38 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("placement", "project_id", Str, "<None>", "Project to scope to, by id (old name tenant_id).").deprecated(&[("placement", "tenant_id")]),
     opt("placement", "project_domain_name", Str, "<None>", "Domain of the project, by name."),
     opt("placement", "project_domain_id", Str, "<None>", "Domain of the project, by id."),
-    opt("placement", "domain_id", Str, "<None>", "Domain to scope to, by id. Read, not used."),
-    opt("placement", "domain_name", Str, "<None>", "Domain to scope to, by name. Read, not used."),
+    opt("placement", "domain_id", Str, "<None>", "Domain to scope to, by id. Read, not used.").not_used(),
+    opt("placement", "domain_name", Str, "<None>", "Domain to scope to, by name. Read, not used.").not_used(),
     opt("placement", "system_scope", Str, "<None>", "System scope (all)."),
-    opt("placement", "trust_id", Str, "<None>", "Trust to use. Read, not used."),
+    opt("placement", "trust_id", Str, "<None>", "Trust to use. Read, not used.").not_used(),
     opt("placement", "default_domain_id", Str, "<None>", "Default domain id for user and project (generic password plugin)."),
     opt("placement", "default_domain_name", Str, "<None>", "Default domain name for user and project (generic password plugin)."),
-    opt("placement", "application_credential_id", Str, "<None>", "Application credential id (v3applicationcredential). Read, not used."),
-    opt("placement", "application_credential_name", Str, "<None>", "Application credential name. Read, not used."),
-    opt("placement", "application_credential_secret", Str, "<None>", "Application credential secret (secret). Read, not used."),
+    opt("placement", "application_credential_id", Str, "<None>", "Application credential id (v3applicationcredential). Read, not used.").not_used(),
+    opt("placement", "application_credential_name", Str, "<None>", "Application credential name. Read, not used.").not_used(),
+    opt("placement", "application_credential_secret", Str, "<None>", "Application credential secret (secret). Read, not used.").not_used(),
     opt("placement", "token", Str, "<None>", "Token of the admin_token plugin (secret)."),
     opt("placement", "endpoint", Str, "<None>", "Endpoint of the admin_token and none plugins (old name url).").deprecated(&[("placement", "url")]),
     opt("placement", "cafile", Str, "<None>", "CA bundle for HTTPS."),
-    opt("placement", "certfile", Str, "<None>", "Client certificate. Read, not used (no client certificate to Placement)."),
-    opt("placement", "keyfile", Str, "<None>", "Client key. Read, not used (no client certificate to Placement)."),
+    opt("placement", "certfile", Str, "<None>", "Client certificate. Read, not used (no client certificate to Placement).").not_used(),
+    opt("placement", "keyfile", Str, "<None>", "Client key. Read, not used (no client certificate to Placement).").not_used(),
     opt("placement", "insecure", Bool, "false", "Skip HTTPS verification."),
     opt("placement", "timeout", Float, "<None>", "Seconds per request. Unset means 30 here (keystoneauth waits without end, so a hung Placement would hold a request as long as it hangs)."),
-    opt("placement", "collect_timing", Bool, "false", "Collect per-API timing (logged by keystoneauth). Read, not used."),
-    opt("placement", "split_loggers", Bool, "false", "Log requests to separate loggers. Read, not used."),
+    opt("placement", "collect_timing", Bool, "false", "Collect per-API timing (logged by keystoneauth). Read, not used.").not_used(),
+    opt("placement", "split_loggers", Bool, "false", "Log requests to separate loggers. Read, not used.").not_used(),
     opt("placement", "service_type", Str, "placement", "Catalog service type."),
     opt("placement", "service_name", Str, "<None>", "Catalog service name."),
     opt("placement", "valid_interfaces", List, "internal,public", "Acceptable endpoint interfaces, in order of preference."),
     opt("placement", "region_name", Str, "<None>", "Catalog region."),
     opt("placement", "endpoint_override", Str, "<None>", "Use this endpoint instead of the catalog."),
-    opt("placement", "connect_retries", Int, "<None>", "Retries on connection errors (unset: none). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").min("0"),
-    opt("placement", "connect_retry_delay", Float, "<None>", "Delay between connection retries (unset: exponential from 0.5 s to 60 s). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts)."),
-    opt("placement", "status_code_retries", Int, "<None>", "Retries on retriable status codes (unset: none). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").min("0"),
-    opt("placement", "status_code_retry_delay", Float, "<None>", "Delay between status-code retries (unset: exponential from 0.5 s to 60 s). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts)."),
-    opt("placement", "retriable_status_codes", List, "<None>", "Status codes worth a retry (unset: [503]). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts)."),
+    opt("placement", "connect_retries", Int, "<None>", "Retries on connection errors (unset: none). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").min("0").not_used(),
+    opt("placement", "connect_retry_delay", Float, "<None>", "Delay between connection retries (unset: exponential from 0.5 s to 60 s). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").not_used(),
+    opt("placement", "status_code_retries", Int, "<None>", "Retries on retriable status codes (unset: none). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").min("0").not_used(),
+    opt("placement", "status_code_retry_delay", Float, "<None>", "Delay between status-code retries (unset: exponential from 0.5 s to 60 s). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").not_used(),
+    opt("placement", "retriable_status_codes", List, "<None>", "Status codes worth a retry (unset: [503]). Read, not used: claims follow nova's own retry of provider-generation conflicts (4 attempts).").not_used(),
     // [placement_database]
     opt("placement_database", "connection", Str, "<None>", "This daemon's option (nova has none): Placement's own database, read-only (SELECT only; never written), e.g. mysql+pymysql://placement_ro:PASSWORD@controller/placement?charset=utf8. Set, allocation candidates of single-provider requests are computed from a live local index and Placement is asked only to claim. Unset: every candidate question goes to Placement, as nova does."),
     opt("placement_database", "connection_parameters", Str, "", "Extra URL parameters, e.g. ssl_ca=/etc/ssl/ca.pem. TLS arguments (ssl_ca, ssl_cert, ssl_key, ssl_verify_cert, ssl_verify_identity, ssl_check_hostname, ssl_disabled, ssl_mode) work as with PyMySQL."),
-    opt("placement_database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0"),
+    opt("placement_database", "max_pool_size", Int, "<None>", "Read, not used: the daemon sizes its pools itself; set, a warning at startup.").min("0").not_used(),
     opt("placement_database", "max_retries", Int, "10", "Connection attempts at startup before the daemon gives up (each attempt waits at most 5 s for an answer); -1 tries forever, 0 is one attempt. Meanwhile /readyz answers 503 naming the database.").min("-1"),
     opt("placement_database", "retry_interval", Int, "10", "Seconds between those attempts.").min("0"),
     // [scheduler]
@@ -319,13 +343,13 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("scheduler", "image_metadata_prefilter", Bool, "false", "Prefilter: turn image properties into required traits."),
     opt("scheduler", "query_placement_for_routed_network_aggregates", Bool, "false", "Prefilter: restrict to the aggregates of routed network segments."),
     // [upgrade_levels]
-    opt("upgrade_levels", "scheduler", Str, "<None>", "Cap for the scheduler RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to."),
-    opt("upgrade_levels", "conductor", Str, "<None>", "Cap for the conductor RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to."),
-    opt("upgrade_levels", "compute", Str, "<None>", "Cap for the compute RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to."),
-    opt("upgrade_levels", "baseapi", Str, "<None>", "Cap for the base RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to."),
+    opt("upgrade_levels", "scheduler", Str, "<None>", "Cap for the scheduler RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to.").not_used(),
+    opt("upgrade_levels", "conductor", Str, "<None>", "Cap for the conductor RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to.").not_used(),
+    opt("upgrade_levels", "compute", Str, "<None>", "Cap for the compute RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to.").not_used(),
+    opt("upgrade_levels", "baseapi", Str, "<None>", "Cap for the base RPC API. Read, not used: every select_destinations version from 4.0 to 4.5 is served whatever the callers are pinned to.").not_used(),
     // [workarounds]
     opt("workarounds", "disable_fallback_pcpu_query", Bool, "false", "Do not retry the PCPU Placement query as VCPU (deprecated)."),
-    opt("workarounds", "disable_compute_service_check_for_ffu", Bool, "false", "Skip the startup check for too-old compute services. Read, not used."),
+    opt("workarounds", "disable_compute_service_check_for_ffu", Bool, "false", "Skip the startup check for too-old compute services. Read, not used.").not_used(),
 ];
 
 /// The header of the sample.

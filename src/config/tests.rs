@@ -859,3 +859,37 @@ fn servicegroup_driver_mc_stops_startup_with_the_reason() {
     );
     assert!(from_ini_str("[DEFAULT]\nservicegroup_driver = db\n").is_ok());
 }
+
+#[test]
+fn every_read_not_used_option_set_off_its_default_is_named_at_startup() {
+    let c = from_ini_str(
+        "[filter_scheduler]\navailable_filters = mycloud.filters.all\n\
+         track_instance_changes = true\n[placement]\ntrust_id = 7d1e\n\
+         [upgrade_levels]\ncompute = auto\n",
+    )
+    .unwrap();
+    let warnings = c.not_honoured();
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    for (option, why) in [
+        ("[filter_scheduler] available_filters", "the filters are built in"),
+        ("[placement] trust_id", "it changes nothing here"),
+        ("[upgrade_levels] compute", "every select_destinations version"),
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.starts_with(&format!(
+                "option {option} is accepted but not honoured: "
+            )) && w.contains(why)),
+            "{option}: {warnings:#?}"
+        );
+    }
+    // Every option the table calls "not used" is flagged, and only those.
+    for spec in options::OPTIONS {
+        assert_eq!(
+            spec.not_used,
+            spec.help.contains("not used"),
+            "[{}] {}",
+            spec.group,
+            spec.name
+        );
+    }
+}
