@@ -79,6 +79,7 @@ row() { # row BINARY COLUMN: that column of the live row of WB_HOST in cell0
 start_bg() { # start_bg NAME CMD...: in its own session, output to logs/NAME.log
     local name=$1
     shift
+    : >>"$LOGS/$name.log" # exists before anyone greps it
     setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
     echo $! >"$DIR/$name.pid"
 }
