@@ -13,7 +13,7 @@ use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
-use crate::state::service_row::ServiceRow;
+use crate::state::service_row::{self, ServiceRow};
 use crate::state::{CacheOptions, HostStateCache, HostStateStore, StateOptions};
 use crate::weighers::{build_pipeline, WeigherConfig};
 use std::future::Future;
@@ -298,18 +298,23 @@ pub async fn run(
     }
     health.started();
     systemd_status.status("databases connected; joining the message bus");
+    let main_database_url = state_options.main_database_url.clone();
+    let store = Arc::new(HostStateStore::connect(state_options).await?);
     // Our own `services` row (nova-scheduler, topic scheduler) in the main database,
-    // heartbeated like nova's DB servicegroup driver.
+    // heartbeated like nova's DB servicegroup driver, at the control plane's service
+    // version so that release's own nova-scheduler can take over again.
     let main_pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(2)
-        .connect(&state_options.main_database_url)
+        .connect(&main_database_url)
         .await
         .map_err(|e| AppError::ServiceRow(e.into()))?;
-    let service_row = ServiceRow::register(main_pool.clone(), &config.default.host).await?;
+    let version = service_row::choose_version(&store.newest_service_versions().await);
+    info!("{version}");
+    let service_row =
+        ServiceRow::register(main_pool.clone(), &config.default.host, version.version).await?;
     let heartbeat = tokio::spawn(
         service_row.heartbeat(Duration::from_secs(config.default.report_interval.max(1))),
     );
-    let store = Arc::new(HostStateStore::connect(state_options).await?);
     let placement = Arc::new(PlacementClient::new(placement_options)?);
     let mut manager = SchedulerManager::new(
         scheduler,

@@ -618,6 +618,41 @@ impl HostStateStore {
         join_all(queries).await.into_iter().flatten().min()
     }
 
+    /// The newest service versions of every database the store reads (each cell,
+    /// disabled ones too, and the main database), from which the scheduler's own
+    /// `services` row takes its version ([`service_row::choose_version`]). A database
+    /// that fails or does not answer within the cell timeout is left out, with a warning.
+    pub async fn newest_service_versions(&self) -> Vec<service_row::DatabaseVersions> {
+        let set = self.cell_set();
+        let mut targets: Vec<(String, &MySqlPool)> = set
+            .cells
+            .iter()
+            .filter_map(|c| {
+                c.pool
+                    .as_ref()
+                    .map(|p| (format!("database of cell {}", c.display_name()), p))
+            })
+            .collect();
+        if let Some(main) = &self.main {
+            targets.push(("main database".to_string(), main));
+        }
+        let reads = targets.into_iter().map(|(name, pool)| async move {
+            let read = service_row::read_versions(name.clone(), pool);
+            match tokio::time::timeout(self.cell_timeout, read).await {
+                Ok(Ok(versions)) => Some(versions),
+                Ok(Err(e)) => {
+                    tracing::warn!(database = %name, error = %e, "could not read service versions; left out of the service row's version");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(database = %name, "no answer when reading service versions; left out of the service row's version");
+                    None
+                }
+            }
+        });
+        join_all(reads).await.into_iter().flatten().collect()
+    }
+
     /// Uuids of the aggregates whose `availability_zone` metadata equals `az`
     /// (API database, read per request as nova's AZ prefilter does).
     pub async fn aggregate_uuids_for_az(&self, az: &str) -> Result<Vec<String>, StateError> {

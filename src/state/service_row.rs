@@ -6,14 +6,213 @@
 //! This is the one write the daemon makes to nova's databases (nova-scheduler makes it
 //! too). Every nova-scheduler worker of a host heartbeats the same row; a Python
 //! scheduler and this daemon with the same `[DEFAULT] host` share it the same way.
+//!
+//! The row carries the service version of the release the control plane runs, never
+//! more than nova 34's: nova's own nova-scheduler refuses to start while a live
+//! nova-scheduler row is newer than itself (`ServiceTooOld`), so a row at 74 on a
+//! nova 29 cloud would bar the way back to nova's scheduler. See [`choose_version`].
 
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
+use std::fmt;
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
-/// nova 34's `SERVICE_VERSION` (nova/objects/service.py).
+/// nova 34's `SERVICE_VERSION` (nova/objects/service.py): the newest this daemon speaks.
 pub const SERVICE_VERSION: i64 = 74;
+
+/// A nova release and the newest `SERVICE_VERSION` of its stable series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NovaRelease {
+    pub major: u32,
+    pub series: &'static str,
+    pub service_version: i64,
+}
+
+const fn release(major: u32, series: &'static str, service_version: i64) -> NovaRelease {
+    NovaRelease {
+        major,
+        series,
+        service_version,
+    }
+}
+
+/// Source: `SERVICE_VERSION` in nova/objects/service.py of openstack/nova at the tags
+/// 29.4.0, 30.3.0, 31.3.1, 32.2.1 and 33.0.2, and of the nova 34.0.0 package (each
+/// series' newest release; none changed it after its .0). Only for naming a version
+/// in logs; the choice itself is a min() over the database's versions.
+pub const NOVA_RELEASES: &[NovaRelease] = &[
+    release(29, "2024.1", 67),
+    release(30, "2024.2", 67),
+    release(31, "2025.1", 68),
+    release(32, "2025.2", 70),
+    release(33, "2026.1", 72),
+    release(34, "2026.2", SERVICE_VERSION),
+];
+
+/// The releases whose service version is `version` ("nova 29/30 (2024.1/2024.2)"),
+/// or where it falls between them (a development version).
+pub fn release_name(version: i64) -> String {
+    let same: Vec<&NovaRelease> = NOVA_RELEASES
+        .iter()
+        .filter(|r| r.service_version == version)
+        .collect();
+    if !same.is_empty() {
+        let majors: Vec<String> = same.iter().map(|r| r.major.to_string()).collect();
+        let series: Vec<&str> = same.iter().map(|r| r.series).collect();
+        return format!("nova {} ({})", majors.join("/"), series.join("/"));
+    }
+    let below = NOVA_RELEASES
+        .iter()
+        .rev()
+        .find(|r| r.service_version < version);
+    let above = NOVA_RELEASES.iter().find(|r| r.service_version > version);
+    match (below, above) {
+        (Some(b), Some(a)) => format!("between nova {} and nova {}", b.major, a.major),
+        (Some(b), None) => format!("newer than nova {}", b.major),
+        (None, Some(a)) => format!("older than nova {}", a.major),
+        (None, None) => "an unknown nova release".to_string(),
+    }
+}
+
+/// The newest service versions one nova database holds (non-deleted rows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseVersions {
+    /// How logs name the database ("main database", a cell).
+    pub database: String,
+    /// Newest `nova-conductor` row.
+    pub conductor: Option<i64>,
+    /// Newest row of any other nova service but `nova-scheduler` (whose row may be
+    /// our own, and would then only echo the version we wrote last time).
+    pub any_service: Option<(i64, String)>,
+}
+
+/// Reads one database's [`DatabaseVersions`]. Versions 0 and NULL (rows older than
+/// service versions) count as none.
+pub async fn read_versions(
+    database: impl Into<String>,
+    pool: &MySqlPool,
+) -> Result<DatabaseVersions, sqlx::Error> {
+    let conductor: Option<i64> = sqlx::query(
+        "SELECT MAX(version) AS v FROM services \
+         WHERE `binary` = 'nova-conductor' AND deleted = 0",
+    )
+    .fetch_one(pool)
+    .await?
+    .try_get("v")?;
+    let any_service = sqlx::query(
+        "SELECT version, `binary` FROM services \
+         WHERE deleted = 0 AND `binary` LIKE 'nova-%' AND `binary` <> ? AND version > 0 \
+         ORDER BY version DESC, `binary` LIMIT 1",
+    )
+    .bind(BINARY)
+    .fetch_optional(pool)
+    .await?
+    .map(|r| -> Result<(i64, String), sqlx::Error> {
+        Ok((r.try_get("version")?, r.try_get("binary")?))
+    })
+    .transpose()?;
+    Ok(DatabaseVersions {
+        database: database.into(),
+        conductor: conductor.filter(|v| *v > 0),
+        any_service,
+    })
+}
+
+/// Where the row's service version came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionSource {
+    /// The newest live `nova-conductor` row of every database read.
+    Conductor { newest: i64, database: String },
+    /// No conductor row anywhere: the newest row of any other nova service.
+    AnyService {
+        newest: i64,
+        binary: String,
+        database: String,
+    },
+    /// No nova service row at all (a new deployment): nova 34's.
+    Default,
+}
+
+/// The service version the row carries, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChosenVersion {
+    pub version: i64,
+    pub source: VersionSource,
+}
+
+/// The control plane's service version, capped at ours: the newest `nova-conductor`
+/// (conductors are upgraded first and run the release the cloud runs), else the
+/// newest other nova service, else [`SERVICE_VERSION`]. Never above it: a newer
+/// control plane still gets nova 34's version, as a nova-scheduler 34 would write.
+pub fn choose_version(readings: &[DatabaseVersions]) -> ChosenVersion {
+    let newest = |pick: &dyn Fn(&DatabaseVersions) -> Option<i64>| {
+        readings
+            .iter()
+            .filter_map(|r| pick(r).map(|v| (v, r)))
+            .max_by_key(|(v, _)| *v)
+    };
+    let source = if let Some((v, r)) = newest(&|r| r.conductor) {
+        VersionSource::Conductor {
+            newest: v,
+            database: r.database.clone(),
+        }
+    } else if let Some((v, r)) = newest(&|r| r.any_service.as_ref().map(|(v, _)| *v)) {
+        VersionSource::AnyService {
+            newest: v,
+            binary: r
+                .any_service
+                .as_ref()
+                .map(|(_, b)| b.clone())
+                .unwrap_or_default(),
+            database: r.database.clone(),
+        }
+    } else {
+        VersionSource::Default
+    };
+    let version = match &source {
+        VersionSource::Conductor { newest, .. } | VersionSource::AnyService { newest, .. } => {
+            (*newest).min(SERVICE_VERSION)
+        }
+        VersionSource::Default => SERVICE_VERSION,
+    };
+    ChosenVersion { version, source }
+}
+
+impl fmt::Display for ChosenVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "nova-scheduler service row version {} ({}",
+            self.version,
+            release_name(self.version)
+        )?;
+        let capped = |newest: i64| {
+            if newest > SERVICE_VERSION {
+                format!(", the newest this daemon speaks; the control plane has {newest}")
+            } else {
+                String::new()
+            }
+        };
+        match &self.source {
+            VersionSource::Conductor { newest, database } => write!(
+                f,
+                ": the control plane's nova-conductor, in the {database}{})",
+                capped(*newest)
+            ),
+            VersionSource::AnyService {
+                newest,
+                binary,
+                database,
+            } => write!(
+                f,
+                ": no nova-conductor row; the newest nova service, {binary} in the {database}{})",
+                capped(*newest)
+            ),
+            VersionSource::Default => f.write_str(": no nova service row in any database)"),
+        }
+    }
+}
 const BINARY: &str = "nova-scheduler";
 const TOPIC: &str = "scheduler";
 /// nova's servicegroup DB driver reports for the first time 5 s after start.
@@ -34,33 +233,41 @@ pub struct ServiceRow {
     pool: MySqlPool,
     pub id: i64,
     pub host: String,
+    /// The service version written at registration and with every report.
+    pub version: i64,
 }
 
 impl ServiceRow {
-    /// Finds or creates the `(host, nova-scheduler)` row, as `Service.create`/`save`
-    /// do at service start: refuse if live rows of this binary are newer than us,
-    /// update the version of an existing row, insert otherwise (a sibling's insert
-    /// winning the race is re-read).
-    pub async fn register(pool: MySqlPool, host: &str) -> Result<Self, ServiceRowError> {
+    /// Finds or creates the `(host, nova-scheduler)` row with service version
+    /// `version` (see [`choose_version`]), as `Service.create`/`save` do at service
+    /// start: refuse if the live rows of this binary (nova's `get_minimum_version`:
+    /// not deleted, not forced down) are all newer, update the version of an existing
+    /// row, insert otherwise (a sibling's insert winning the race is re-read).
+    pub async fn register(
+        pool: MySqlPool,
+        host: &str,
+        version: i64,
+    ) -> Result<Self, ServiceRowError> {
         let minimum: Option<i64> = sqlx::query(
-            "SELECT MIN(version) AS v FROM services WHERE `binary` = ? AND deleted = 0",
+            "SELECT MIN(version) AS v FROM services \
+             WHERE `binary` = ? AND deleted = 0 AND forced_down = 0",
         )
         .bind(BINARY)
         .fetch_one(&pool)
         .await?
         .try_get("v")?;
-        if let Some(minimum) = minimum.filter(|m| *m > SERVICE_VERSION) {
+        if let Some(minimum) = minimum.filter(|m| *m > version) {
             return Err(ServiceRowError::TooOld {
-                ours: SERVICE_VERSION,
+                ours: version,
                 minimum,
             });
         }
         for _ in 0..2 {
             if let Some(id) = Self::find(&pool, host).await? {
                 sqlx::query("UPDATE services SET version = ? WHERE id = ? AND version <> ?")
-                    .bind(SERVICE_VERSION)
+                    .bind(version)
                     .bind(id)
-                    .bind(SERVICE_VERSION)
+                    .bind(version)
                     .execute(&pool)
                     .await?;
                 info!(host, id, "nova-scheduler service row found");
@@ -68,6 +275,7 @@ impl ServiceRow {
                     pool,
                     id,
                     host: host.to_string(),
+                    version,
                 });
             }
             let inserted = sqlx::query(
@@ -79,7 +287,7 @@ impl ServiceRow {
             .bind(BINARY)
             .bind(TOPIC)
             .bind(uuid::Uuid::new_v4().to_string())
-            .bind(SERVICE_VERSION)
+            .bind(version)
             .execute(&pool)
             .await;
             match inserted {
@@ -90,6 +298,7 @@ impl ServiceRow {
                         pool,
                         id,
                         host: host.to_string(),
+                        version,
                     });
                 }
                 // Unique (host, binary, deleted): another worker created it first.
@@ -103,6 +312,7 @@ impl ServiceRow {
                 pool,
                 id,
                 host: host.to_string(),
+                version,
             })
             .ok_or_else(|| ServiceRowError::Sql(sqlx::Error::RowNotFound))
     }
@@ -125,7 +335,7 @@ impl ServiceRow {
             "UPDATE services SET report_count = report_count + 1, last_seen_up = UTC_TIMESTAMP(), \
              updated_at = UTC_TIMESTAMP(), version = ? WHERE id = ?",
         )
-        .bind(SERVICE_VERSION)
+        .bind(self.version)
         .bind(self.id)
         .execute(&self.pool)
         .await?;
