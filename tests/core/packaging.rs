@@ -162,7 +162,7 @@ fn block_scalar(lines: &[String], i: &mut usize, parent: usize, style: &str) -> 
     Yaml::Scalar(joined)
 }
 
-fn value_after(lines: &mut Vec<String>, i: &mut usize, indent: usize, rest: &str) -> Yaml {
+fn value_after(lines: &mut [String], i: &mut usize, indent: usize, rest: &str) -> Yaml {
     let mut rest = strip_comment(rest).trim();
     // An anchor (`&name`) labels the value; aliases and merge keys stay plain scalars.
     if rest.starts_with('&') {
@@ -185,7 +185,7 @@ fn value_after(lines: &mut Vec<String>, i: &mut usize, indent: usize, rest: &str
 }
 
 /// The mapping or sequence whose entries start at `indent`.
-fn parse_block(lines: &mut Vec<String>, i: &mut usize, indent: usize) -> Yaml {
+fn parse_block(lines: &mut [String], i: &mut usize, indent: usize) -> Yaml {
     let Some(first) = next_content(lines, *i) else {
         return Yaml::Scalar(String::new());
     };
@@ -238,7 +238,7 @@ fn key_value(text: &str) -> Option<(String, &str)> {
         close + text[close..].find(':')?
     } else {
         text.find(": ")
-            .or_else(|| text.ends_with(':').then(|| text.len() - 1))?
+            .or_else(|| text.strip_suffix(':').map(str::len))?
     };
     let (key, rest) = text.split_at(at);
     Some((unquote(key), &rest[1..]))
@@ -372,7 +372,7 @@ fn dirs_made(command: &str) -> Vec<(String, String, Option<String>)> {
                 .filter(|w| !w.starts_with('-'))
                 .collect();
             if let Some((owner, paths)) = rest.split_first() {
-                let owner = owner.split(':').next().unwrap_or(owner);
+                let owner: &str = owner.split(':').next().unwrap_or_default();
                 out.extend(
                     paths
                         .iter()
@@ -559,8 +559,9 @@ fn json_queries(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Object(map) => {
             for (k, x) in map {
                 match (k.as_str(), x) {
-                    ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
-                    ("query", serde_json::Value::String(s)) => out.push(s.clone()),
+                    ("expr" | "definition" | "query", serde_json::Value::String(s)) => {
+                        out.push(s.clone())
+                    }
                     _ => json_queries(x, out),
                 }
             }
@@ -641,10 +642,10 @@ fn alerts_and_dashboard_query_only_registered_metrics() {
             .unwrap_or(n)
             .to_string()
     };
-    let families: BTreeSet<String> = registered.iter().map(|n| family(n)).collect();
+    let families: BTreeSet<String> = registered.iter().map(|n| family(n.as_str())).collect();
     let shown: BTreeSet<String> = queries
         .iter()
-        .flat_map(|q| metric_names(q))
+        .flat_map(|q| metric_names(q.as_str()))
         .map(|n| family(&n))
         .collect();
     let missing: Vec<_> = families.difference(&shown).collect();
