@@ -137,12 +137,9 @@ fn tool_logging(debug: bool) {
         .try_init();
 }
 
-/// `config check`: loads the configuration as `run` does and starts nothing. Every bad
-/// value is printed (exit 64); otherwise each warning `run` would log, and one line
-/// naming the files read.
-/// `explain`: the decision from the running daemon's listener (`--url`, else
-/// nova.conf's `[nova_scheduler_rs] http_listen`). Exit 1 when it has no such
-/// decision or cannot be reached.
+/// `explain`: the decision (or with `--recent` the list of recent ones) from the
+/// running daemon's listener (`--url`, else nova.conf's `[nova_scheduler_rs]
+/// http_listen`). Exit 1 when it has no such decision or cannot be reached.
 fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
     let base_url = match &args.url {
         Some(url) => url.clone(),
@@ -170,6 +167,7 @@ fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
         instance: args.instance.clone(),
         request_id: args.request_id.clone(),
         host: args.host.clone(),
+        recent: args.recent,
         json: args.json,
     };
     match runtime.block_on(observe::explain_client::explain(&request)) {
@@ -184,6 +182,9 @@ fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
     }
 }
 
+/// `config check`: loads the configuration as `run` does and starts nothing. Every bad
+/// value is printed (exit 64); otherwise each warning `run` would log, and one line
+/// naming the files read.
 fn config_check(cli: &config::CliArgs) -> ExitCode {
     let config = match config::load_from_cli(cli) {
         Ok(c) => c,
