@@ -51,8 +51,7 @@ pub enum Command {
 }
 
 /// `explain`'s options: exactly one of `--instance`, `--request-id`, `--recent`.
-// `group(skip)`: a struct-level group would take every field (`--json`, `--url`) as
-// a member and accept a line naming no decision.
+// skip: the struct's own group would count `--json` or `--url` as naming a decision.
 #[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
 #[group(skip)]
 #[command(group(
