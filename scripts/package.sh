@@ -59,6 +59,8 @@ for path in ./usr/bin/nova-scheduler-rs \
     ./usr/lib/systemd/system/nova-scheduler-rs.service \
     ./usr/share/doc/nova-scheduler-rs/nova.conf.sample \
     ./usr/share/doc/nova-scheduler-rs/copyright \
+    ./usr/share/doc/nova-scheduler-rs/examples/prometheus/alerts.yml \
+    ./usr/share/doc/nova-scheduler-rs/examples/grafana/nova-scheduler-rs.json \
     ./usr/share/man/man1/nova-scheduler-rs.1.gz; do
     grep -q " $path\$" <<<"$CONTENTS" || {
         printf '%s\n' "$CONTENTS"
@@ -120,8 +122,16 @@ endpoint_override = http://127.0.0.1:8778
 CONF
 /usr/bin/nova-scheduler-rs config check --config-file "$UNPACKED/nova.conf"
 if command -v systemd-analyze >/dev/null; then
-    systemd-analyze verify /usr/lib/systemd/system/nova-scheduler-rs.service
-    nsrs_log "systemd-analyze verify: unit OK"
+    # Documentation='s man page is checked where man is installed.
+    man=yes
+    command -v man >/dev/null || man=no
+    # verify exits 0 on warnings (an unknown key, a bad value): any output fails.
+    if ! out=$(systemd-analyze verify --man="$man" /usr/lib/systemd/system/nova-scheduler-rs.service 2>&1) ||
+        [ -n "$out" ]; then
+        printf '%s\n' "$out"
+        nsrs_die "systemd-analyze verify: the installed unit"
+    fi
+    nsrs_log "systemd-analyze verify: unit OK (man page checked: $man)"
 fi
 getent passwd nova >/dev/null || nsrs_die "postinst did not create the nova user"
 purge

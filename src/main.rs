@@ -211,9 +211,9 @@ fn config_check(cli: &config::CliArgs, args: &config::cli::ConfigCheckArgs) -> E
     ExitCode::SUCCESS
 }
 
-/// `explain`: the decision from the running daemon's listener (`--url`, else
-/// nova.conf's `[nova_scheduler_rs] http_listen`). Exit 1 when it has no such
-/// decision or cannot be reached.
+/// `explain`: the decision (or with `--recent` the list of recent ones) from the
+/// running daemon's listener (`--url`, else nova.conf's `[nova_scheduler_rs]
+/// http_listen`). Exit 1 when it has no such decision or cannot be reached.
 fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
     let base_url = match &args.url {
         Some(url) => url.clone(),
@@ -241,6 +241,7 @@ fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
         instance: args.instance.clone(),
         request_id: args.request_id.clone(),
         host: args.host.clone(),
+        recent: args.recent,
         json: args.json,
     };
     match runtime.block_on(observe::explain_client::explain(&request)) {

@@ -2164,7 +2164,7 @@ fn explain_cli(port: u16, args: &[&str]) -> (i32, String, String) {
 /// A placed request is explained with its weigher table; after every host is
 /// disabled, a NoValidHost names ComputeFilter and one reason per removed host, in
 /// the log and through `explain`; `--host` says why that host was not taken; an
-/// unknown instance exits 1.
+/// unknown instance exits 1; `--recent` lists both decisions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_names_the_filter_that_emptied_the_list_and_why() {
     let port = free_port();
@@ -2258,6 +2258,33 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
     let (code, _, err) = explain_cli(port, &["--instance", &uuid()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no such decision"), "{err}");
+
+    // --recent lists the decisions, newest first; naming no decision is a usage error.
+    let (code, out, err) = explain_cli(port, &["--recent"]);
+    assert_eq!(code, 0, "{err}");
+    eprintln!("explain --recent:\n{out}");
+    let line_of = |uuid: &str| out.lines().position(|l| l.contains(uuid));
+    let (Some(newer), Some(older)) = (line_of(&failed[0]), line_of(&placed[0])) else {
+        panic!("both decisions are listed:\n{out}");
+    };
+    assert!(newer < older, "{out}");
+    assert!(
+        out.lines().nth(newer).unwrap().contains("no_valid_host"),
+        "{out}"
+    );
+    let (code, out, err) = explain_cli(port, &["--recent", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        list["decisions"].as_array().is_some_and(|d| d.len() >= 2),
+        "{list}"
+    );
+    let (code, out, err) = explain_cli(port, &["--json"]);
+    assert_eq!(code, 64, "{out}{err}");
+    assert!(
+        err.contains("--instance") && err.contains("--recent"),
+        "{err}"
+    );
     drop(daemon);
     rig.finish().await;
 }

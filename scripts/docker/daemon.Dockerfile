@@ -1,8 +1,12 @@
 # nova-scheduler-rs built from the repository (docker-compose.yml 'scheduler'; also a
 # production image: mount nova.conf at /etc/nova/nova.conf).
 #
-#   docker build -f scripts/docker/daemon.Dockerfile -t nova-scheduler-rs .
+#   docker build -f scripts/docker/daemon.Dockerfile \
+#       --build-arg NSRS_GIT_COMMIT="$(git rev-parse --short HEAD)" -t nova-scheduler-rs .
 #   docker run --network host -v /etc/nova:/etc/nova:ro nova-scheduler-rs
+#
+# .git is not in the build context: without NSRS_GIT_COMMIT, `--version` and the
+# build_info metric say commit "unknown".
 #
 # It runs as the unprivileged user nova. Its health check asks /healthz on the
 # listener that OS_NOVA_SCHEDULER_RS__HTTP_LISTEN turns on (oslo.config reads
@@ -12,6 +16,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
+# Read by build.rs (empty: "unknown"); declared after COPY so the layers above stay cached.
+ARG NSRS_GIT_COMMIT=
 # The dist profile: release, stripped.
 RUN cargo build --profile dist --locked --bin nova-scheduler-rs
 

@@ -18,7 +18,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use clap::parser::ValueSource;
-use clap::{Arg, ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{
+    Arg, ArgAction, ArgGroup, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand,
+};
 
 /// What `--version` prints after the program name.
 pub const VERSION: &str = concat!(
@@ -48,9 +50,16 @@ pub enum Command {
     Snapshot(SnapshotArgs),
 }
 
-/// `explain`'s options.
+/// `explain`'s options: exactly one of `--instance`, `--request-id`, `--recent`.
+// skip: the struct's own group would count `--json` or `--url` as naming a decision.
 #[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
-#[group(id = "which", required = true, multiple = true, args = ["instance", "request_id"])]
+#[group(skip)]
+#[command(group(
+    ArgGroup::new("which")
+        .required(true)
+        .multiple(false)
+        .args(["instance", "request_id", "recent"])
+))]
 pub struct ExplainArgs {
     /// An instance uuid of the request
     #[arg(long, value_name = "UUID")]
@@ -58,9 +67,12 @@ pub struct ExplainArgs {
     /// The request id (req-...) or global request id of the call
     #[arg(long, value_name = "ID")]
     pub request_id: Option<String>,
+    /// List the recent decisions, newest first (their request ids, instances and results)
+    #[arg(long)]
+    pub recent: bool,
     /// Why was (or was not) this host chosen? (filters and weighers run again on the
     /// host's current state)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "recent")]
     pub host: Option<String>,
     /// The daemon's listener [default: http://<[nova_scheduler_rs] http_listen>]
     #[arg(long, value_name = "URL")]
@@ -617,6 +629,52 @@ mod tests {
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.use_stderr(), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn explain_names_exactly_one_decision_or_the_recent_list() {
+        let explain = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(Command::Explain(a)) => Ok(a),
+            Ok(other) => panic!("{args:?}: {other:?}"),
+            Err(e) => Err(e),
+        };
+        let a = explain(&["explain", "--instance", "u1", "--host", "h", "--json"]).unwrap();
+        assert_eq!(a.instance.as_deref(), Some("u1"));
+        assert_eq!(a.host.as_deref(), Some("h"));
+        assert!(a.json && !a.recent);
+        let a = explain(&["explain", "--request-id", "req-1"]).unwrap();
+        assert_eq!(a.request_id.as_deref(), Some("req-1"));
+        let a = explain(&["explain", "--recent", "--url", "http://127.0.0.1:9101"]).unwrap();
+        assert!(a.recent && a.instance.is_none() && a.request_id.is_none());
+        use clap::error::ErrorKind;
+        for (bad, kind) in [
+            // --json and --url name no decision.
+            (
+                &["explain", "--json", "--url", "http://127.0.0.1:9101"][..],
+                ErrorKind::MissingRequiredArgument,
+            ),
+            (&["explain"], ErrorKind::MissingRequiredArgument),
+            (
+                &["explain", "--host", "h"],
+                ErrorKind::MissingRequiredArgument,
+            ),
+            (
+                &["explain", "--instance", "u1", "--request-id", "req-1"],
+                ErrorKind::ArgumentConflict,
+            ),
+            (
+                &["explain", "--instance", "u1", "--recent"],
+                ErrorKind::ArgumentConflict,
+            ),
+            (
+                &["explain", "--recent", "--host", "h"],
+                ErrorKind::ArgumentConflict,
+            ),
+        ] {
+            let e = explain(bad).unwrap_err();
+            assert_eq!(e.kind(), kind, "{bad:?}: {e}");
+            assert!(e.use_stderr(), "{bad:?}");
         }
     }
 

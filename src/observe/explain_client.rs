@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `nova-scheduler-rs explain`: asks the running daemon's listener for one decision
-//! (`GET /decisions?...`) and prints it for a person, or as JSON.
+//! (`GET /decisions?...`), or the list of recent ones (`GET /decisions`), and prints it
+//! for a person, or as JSON.
 
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -13,6 +14,8 @@ pub struct ExplainRequest {
     pub instance: Option<String>,
     pub request_id: Option<String>,
     pub host: Option<String>,
+    /// The list of recent decisions instead of one.
+    pub recent: bool,
     pub json: bool,
 }
 
@@ -21,11 +24,17 @@ pub struct ExplainRequest {
 pub async fn explain(req: &ExplainRequest) -> Result<String, String> {
     let mut url = format!("{}/decisions", req.base_url.trim_end_matches('/'));
     let mut sep = '?';
-    for (key, value) in [
+    // Without a question the listener answers the list, which must not be taken for one
+    // decision.
+    let asked = [
         ("instance", &req.instance),
         ("request_id", &req.request_id),
         ("host", &req.host),
-    ] {
+    ];
+    if req.recent == asked[..2].iter().any(|(_, v)| v.is_some()) {
+        return Err("ask for one decision (--instance or --request-id) or --recent".into());
+    }
+    for (key, value) in asked {
         if let Some(v) = value {
             let v = percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC);
             let _ = write!(url, "{sep}{key}={v}");
@@ -49,6 +58,7 @@ pub async fn explain(req: &ExplainRequest) -> Result<String, String> {
         .map_err(|e| format!("{url}: not a JSON answer: {e}"))?;
     match status {
         200 if req.json => Ok(serde_json::to_string_pretty(&body).unwrap_or_default() + "\n"),
+        200 if req.recent => Ok(render_recent(&body)),
         200 => Ok(render(&body)),
         404 => Err("no such decision in the daemon's ring of recent decisions \
                     ([nova_scheduler_rs] decision_ring_size)"
@@ -63,6 +73,32 @@ fn s(v: &Value) -> String {
         Value::Null => "-".into(),
         other => other.to_string(),
     }
+}
+
+/// The ring's list (`{"decisions": [...]}`, newest first), one line a decision.
+pub fn render_recent(list: &Value) -> String {
+    let decisions = list["decisions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if decisions.is_empty() {
+        return "no recent decision kept ([nova_scheduler_rs] decision_ring_size)\n".into();
+    }
+    let mut out = format!("{} recent decision(s), newest first:\n", decisions.len());
+    for d in decisions {
+        let _ = writeln!(
+            out,
+            "  {}  {}  {:<13}  instances {}",
+            s(&d["at"]),
+            s(&d["request_id"]),
+            s(&d["result"]),
+            d["instance_uuids"]
+                .as_array()
+                .map(|a| a.iter().map(s).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
+        );
+    }
+    out
 }
 
 /// The decision as a person reads it: the request, the candidates question, each
@@ -189,4 +225,50 @@ pub fn render(d: &Value) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recent_list_is_one_line_a_decision() {
+        let list = serde_json::json!({"decisions": [
+            {"at": "2026-11-26T09:21:11+00:00", "request_id": "req-2",
+             "instance_uuids": ["u2", "u3"], "result": "no_valid_host"},
+            {"at": "2026-11-26T09:21:10+00:00", "request_id": null,
+             "instance_uuids": ["u1"], "result": "placed"},
+        ]});
+        let text = render_recent(&list);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "2 recent decision(s), newest first:");
+        assert!(lines[1].contains("req-2") && lines[1].contains("instances u2, u3"));
+        assert!(lines[2].contains("  -  placed"), "{text}");
+        let empty = render_recent(&serde_json::json!({"decisions": []}));
+        assert!(empty.starts_with("no recent decision kept"), "{empty}");
+    }
+
+    #[tokio::test]
+    async fn a_request_names_one_decision_or_the_list_before_anything_is_sent() {
+        // Port 9 (discard): nothing is sent when the request is refused first.
+        let base = ExplainRequest {
+            base_url: "http://127.0.0.1:9".into(),
+            ..ExplainRequest::default()
+        };
+        for req in [
+            base.clone(),
+            ExplainRequest {
+                host: Some("h".into()),
+                ..base.clone()
+            },
+            ExplainRequest {
+                recent: true,
+                instance: Some("u1".into()),
+                ..base.clone()
+            },
+        ] {
+            let e = explain(&req).await.unwrap_err();
+            assert!(e.starts_with("ask for one decision"), "{req:?}: {e}");
+        }
+    }
 }

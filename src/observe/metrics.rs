@@ -14,7 +14,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -125,6 +126,23 @@ pub struct Metrics {
     pub reconnects: Counter,
     pub notifications_dropped: Counter,
     registry: Registry,
+    /// Each family's exposed name and type.
+    families: Vec<(String, MetricType)>,
+}
+
+/// The registry being filled, and what it was given: a family without samples is left
+/// out of the exposition, so only the registration names every one.
+struct Registering {
+    registry: Registry,
+    families: Vec<(String, MetricType)>,
+}
+
+impl Registering {
+    fn register(&mut self, name: &str, help: &str, metric: impl Metric) {
+        self.families
+            .push((format!("{PREFIX}_{name}"), metric.metric_type()));
+        self.registry.register(name, help, metric);
+    }
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
@@ -165,8 +183,12 @@ impl Metrics {
             reconnects: Counter::default(),
             notifications_dropped: Counter::default(),
             registry: Registry::with_prefix(PREFIX),
+            families: Vec::new(),
         };
-        let mut r = Registry::with_prefix(PREFIX);
+        let mut r = Registering {
+            registry: Registry::with_prefix(PREFIX),
+            families: Vec::new(),
+        };
         r.register(
             "select_destinations",
             "select_destinations calls answered, by result and RPC version",
@@ -275,7 +297,30 @@ impl Metrics {
                 rpc_api: "4.0-4.5",
             }),
         );
-        Metrics { registry: r, ..m }
+        Metrics {
+            registry: r.registry,
+            families: r.families,
+            ..m
+        }
+    }
+
+    /// Every family registered, as the exposition's `# TYPE` line names it (prefix
+    /// included, without the `_total`, `_bucket`, `_info`... of its samples), with its
+    /// type (`counter`, `gauge`, `histogram`, `info`), whether it has samples yet or not.
+    pub fn families(&self) -> Vec<(String, &'static str)> {
+        self.families
+            .iter()
+            .map(|(name, kind)| {
+                let kind = match kind {
+                    MetricType::Counter => "counter",
+                    MetricType::Gauge => "gauge",
+                    MetricType::Histogram => "histogram",
+                    MetricType::Info => "info",
+                    MetricType::Unknown => "unknown",
+                };
+                (name.clone(), kind)
+            })
+            .collect()
     }
 
     /// The text exposition (OpenMetrics text, which Prometheus reads).
@@ -413,5 +458,14 @@ mod tests {
         );
         assert!(text.contains("nova_scheduler_build_info{"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+        // Families with samples are encoded as families() names them.
+        let families = m.families();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(families.contains(&(name.to_string(), kind)), "{line}");
+            }
+        }
+        assert!(families.contains(&("nova_scheduler_claims".to_string(), "counter")));
     }
 }

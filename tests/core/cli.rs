@@ -112,6 +112,9 @@ fn a_bad_command_line_exits_64_with_the_usage_once() {
         (&["run", "--bogus"], 1),
         (&["config", "check", "--frobnicate"], 1),
         (&["serve"], 1),
+        // explain names exactly one decision, or --recent: never the list by default.
+        (&["explain", "--json", "--url", "http://127.0.0.1:1"], 1),
+        (&["explain", "--instance", "u1", "--recent"], 1),
         // A bad or missing value: clap names it and points to --help.
         (&["simulate", "--hosts", "many"], 0),
         (&["config", "check", "--log-file"], 0),

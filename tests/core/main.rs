@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The decision core against its reference (`indexed_core`, `incremental_core`, on random
 //! clouds), the binary's command line (`cli`, and `config_doors`: `run` and `config
-//! check` refuse alike), and the weighers that need a database or
-//! the daemon (`weigher_instance_images`, `weigher_pack_spread`). One test binary; each
+//! check` refuse alike), what ships beside the binary (`packaging`: compose's state
+//! dir, the metrics of the alerts and the dashboard), and the weighers that need a
+//! database or the daemon (`weigher_instance_images`, `weigher_pack_spread`). One test
+//! binary; each
 //! file below is a module, and the fixtures of `tests/common/` are compiled once, at
 //! this crate's root.
 //!
@@ -28,5 +30,6 @@ mod cli;
 mod config_doors;
 mod incremental_core;
 mod indexed_core;
+mod packaging;
 mod weigher_instance_images;
 mod weigher_pack_spread;
