@@ -123,6 +123,7 @@ pub struct Metrics {
     pub rpc_in_flight: Gauge,
     pub rpc_consuming: Gauge,
     pub redeliveries: Counter,
+    pub poison_messages: Counter,
     pub reconnects: Counter,
     pub notifications_dropped: Counter,
     registry: Registry,
@@ -180,6 +181,7 @@ impl Metrics {
             rpc_in_flight: Gauge::default(),
             rpc_consuming: Gauge::default(),
             redeliveries: Counter::default(),
+            poison_messages: Counter::default(),
             reconnects: Counter::default(),
             notifications_dropped: Counter::default(),
             registry: Registry::with_prefix(PREFIX),
@@ -276,6 +278,12 @@ impl Metrics {
             "rpc_redeliveries",
             "Calls the broker delivered again (an earlier consumer did not acknowledge them)",
             m.redeliveries.clone(),
+        );
+        r.register(
+            "rpc_poison_messages",
+            "Calls answered with a failure instead of being handled, having been in flight \
+             at max_message_crashes deaths of the daemon",
+            m.poison_messages.clone(),
         );
         r.register(
             "rpc_reconnects",

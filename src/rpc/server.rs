@@ -340,6 +340,7 @@ impl Shared {
         let (entry, poisoned) = match self.journal.admit(journal_id) {
             Admission::Handle(entry) => (entry, None),
             Admission::Poison { crashes, entry } => {
+                metrics().poison_messages.inc();
                 warn!(
                     crashes, method = %request.method, redelivered,
                     "a request that was in flight when the daemon stopped is answered with a \
