@@ -136,13 +136,21 @@ async fn try_start(token_expiration: u32) -> Result<Keystone, String> {
 
 async fn serve(venv: &Path, dir: &Path, port: u16) -> Result<(), String> {
     let log = dir.join("gunicorn.log");
+    // keystone's app parses sys.argv with oslo.config, which refuses gunicorn's own
+    // arguments (the worker exits 2); it is loaded with an empty command line.
+    std::fs::write(
+        dir.join("nsrs_keystone_app.py"),
+        "import sys\nsys.argv = sys.argv[:1]\nfrom keystone.wsgi.api import application  # noqa\n",
+    )
+    .map_err(|e| e.to_string())?;
     let script = format!(
         "\"{gunicorn}\" --workers 1 --bind 127.0.0.1:{port} --timeout 120 \
-         --error-logfile \"{log}\" keystone.wsgi.api:application >/dev/null 2>&1 & g=$!; \
+         --error-logfile \"{log}\" --pythonpath \"{dir}\" nsrs_keystone_app:application >/dev/null 2>&1 & g=$!; \
          while kill -0 {parent} 2>/dev/null && kill -0 $g 2>/dev/null; do sleep 1; done; \
          kill $g 2>/dev/null; wait $g",
         gunicorn = venv.join("bin/gunicorn").display(),
         log = log.display(),
+        dir = dir.display(),
         parent = std::process::id(),
     );
     std::process::Command::new("sh")
