@@ -191,6 +191,33 @@ nsrs_venv_path() {
     printf '%s/venv-%s' "$NSRS_CACHE" "$key"
 }
 
+# keystone's own venv (requirements/keystone.txt), for the tests that authenticate
+# against a real keystone; cached like the main venv, by its requirements' hash.
+nsrs_keystone_venv_path() {
+    local key
+    key=$({ cat "$NSRS_REPO/requirements/keystone.txt"; "$NSRS_PYTHON" -c 'import sys; print(sys.version_info[:2])'; } |
+        sha256sum | cut -c1-16)
+    printf '%s/keystone-venv-%s' "$NSRS_CACHE" "$key"
+}
+
+nsrs_ensure_keystone_venv() {
+    local venv
+    venv=$(nsrs_keystone_venv_path)
+    [ -f "$venv/.nsrs-complete" ] && { echo "$venv"; return 0; }
+    mkdir -p "$NSRS_CACHE"
+    (
+        flock 9
+        [ -f "$venv/.nsrs-complete" ] && exit 0
+        rm -rf "$venv"
+        nsrs_log "building keystone venv $venv from requirements/keystone.txt"
+        "$NSRS_PYTHON" -m venv "$venv" || nsrs_die "python venv creation failed"
+        "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+            -r "$NSRS_REPO/requirements/keystone.txt" || nsrs_die "pip install -r requirements/keystone.txt failed"
+        date -u +%FT%TZ >"$venv/.nsrs-complete"
+    ) 9>"$NSRS_CACHE/.keystone-venv.lock" || exit 1
+    echo "$venv"
+}
+
 nsrs_ensure_venv() {
     if [ -n "${NSRS_VENV:-}" ] && [ "$NSRS_VENV" != "$(nsrs_venv_path)" ]; then
         [ -f "$NSRS_VENV/.nsrs-complete" ] || nsrs_die "NSRS_VENV=$NSRS_VENV is not a complete venv"

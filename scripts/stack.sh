@@ -15,6 +15,7 @@
 #   scripts/stack.sh status    what is running
 #   scripts/stack.sh services  only install/start RabbitMQ and MariaDB
 #   scripts/stack.sh venv      only build/locate the Python venv (prints its path)
+#   scripts/stack.sh keystone-venv  only build/locate keystone's own venv (prints its path)
 #   scripts/stack.sh env       print shell exports (eval "$(scripts/stack.sh env)")
 #
 # Everything generated lives in $NSRS_STATE (default <repo>/.stack): nova.conf,
@@ -288,6 +289,7 @@ stop) stop_ours ;;
 status) cmd_status ;;
 services) nsrs_ensure_services ;;
 venv) nsrs_ensure_venv && echo "$NSRS_VENV" ;;
+keystone-venv) nsrs_ensure_keystone_venv ;;
 seed) shift && cmd_seed "$@" ;;
 env) cmd_env ;;
 *)

@@ -9,7 +9,7 @@ use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
 use crate::observe::health::{Health, ReadinessBounds, SystemdNotifier};
 use crate::observe::listener;
 use crate::placement::index::{IndexLoader, LiveIndex};
-use crate::placement::{PlacementAuth, PlacementClient, PlacementOptions};
+use crate::placement::{PlacementClient, PlacementOptions};
 use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
@@ -19,7 +19,7 @@ use crate::weighers::{build_pipeline, WeigherConfig};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 mod db_wait;
 pub mod preflight;
@@ -316,6 +316,18 @@ pub async fn run(
         service_row.heartbeat(Duration::from_secs(config.default.report_interval.max(1))),
     );
     let placement = Arc::new(PlacementClient::new(placement_options)?);
+    // A Placement that refuses every request (client certificate, credentials) must
+    // not look ready; startup goes on, as a Placement outage is waited out.
+    match placement.probe().await {
+        Ok(()) => info!("Placement answers"),
+        Err(e) => error!(error = %e, "Placement cannot serve this daemon's requests; \
+            /readyz says so until it does"),
+    }
+    health.placement(placement.problem());
+    observers.push(tokio::spawn(watch_placement(
+        Arc::clone(&placement),
+        Arc::clone(&health),
+    )));
     let mut manager = SchedulerManager::new(
         scheduler,
         Arc::clone(&store),
@@ -604,73 +616,33 @@ pub(crate) fn state_options(config: &Config) -> Result<StateOptions, AppError> {
     Ok(opts)
 }
 
-/// `[placement]` as keystoneauth reads it: `admin_token`, `none`/`noauth`, `password`.
-pub(crate) fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
-    let p = &config.placement;
-    let auth_type = p
-        .auth_type
-        .as_deref()
-        .unwrap_or("none")
-        .to_ascii_lowercase();
-    let auth = match auth_type.as_str() {
-        "none" | "noauth" => PlacementAuth::None,
-        "admin_token" => PlacementAuth::AdminToken {
-            token: p
-                .token
-                .as_ref()
-                .map(|t| t.expose().to_string())
-                .ok_or_else(|| {
-                    AppError::Config("[placement] auth_type = admin_token needs token".into())
-                })?,
-        },
-        "password" | "v3password" => PlacementAuth::Password(crate::placement::PasswordAuth {
-            auth_url: p.auth_url.clone().ok_or_else(|| {
-                AppError::Config("[placement] auth_type = password needs auth_url".into())
-            })?,
-            username: p.username.clone(),
-            user_id: p.user_id.clone(),
-            password: p
-                .password
-                .as_ref()
-                .map(|s| s.expose().to_string())
-                .unwrap_or_default(),
-            user_domain_name: p.user_domain_name.clone(),
-            user_domain_id: p.user_domain_id.clone(),
-            project_name: p.project_name.clone(),
-            project_id: p.project_id.clone(),
-            project_domain_name: p.project_domain_name.clone(),
-            project_domain_id: p.project_domain_id.clone(),
-            default_domain_name: p.default_domain_name.clone(),
-            default_domain_id: p.default_domain_id.clone(),
-            system_scope: p.system_scope.clone(),
-        }),
-        other => {
-            return Err(AppError::Config(format!(
-            "[placement] auth_type = {other} is not supported (use admin_token, none or password)"
-        )))
+/// Keeps readiness's view of Placement current: what the requests found, and, while
+/// Placement is not serving, a probe every 10 s so readiness recovers without traffic.
+async fn watch_placement(placement: Arc<PlacementClient>, health: Arc<Health>) {
+    const PROBE_EVERY: Duration = Duration::from_secs(10);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut last_probe = tokio::time::Instant::now();
+    loop {
+        tick.tick().await;
+        if placement.problem().is_some() && last_probe.elapsed() >= PROBE_EVERY {
+            last_probe = tokio::time::Instant::now();
+            if placement.probe().await.is_ok() {
+                info!("Placement answers again");
+            }
         }
-    };
-    Ok(PlacementOptions {
-        endpoint: p.endpoint_override.clone().or_else(|| p.endpoint.clone()),
-        auth,
-        timeout: Some(
-            p.timeout
-                .map(Duration::from_secs_f64)
-                .unwrap_or(crate::placement::DEFAULT_TIMEOUT),
-        ),
-        cafile: p.cafile.as_ref().map(Into::into),
-        insecure: p.insecure,
-        region_name: p.region_name.clone(),
-        service_type: p.service_type.clone(),
-        service_name: p.service_name.clone(),
-        valid_interfaces: p.valid_interfaces.clone(),
-        ..PlacementOptions::default()
-    })
+        health.placement(placement.problem());
+    }
+}
+
+/// `[placement]` as keystoneauth reads it (see [`PlacementOptions::from_section`]).
+pub(crate) fn placement_options(config: &Config) -> Result<PlacementOptions, AppError> {
+    Ok(PlacementOptions::from_section(&config.placement)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::PlacementAuth;
 
     fn options(placement: &str) -> Result<PlacementOptions, AppError> {
         let config = crate::config::from_ini_str(&format!("[placement]\n{placement}"))

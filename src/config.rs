@@ -303,6 +303,18 @@ pub const NOT_HONOURED: &[(&str, &str, &str)] = &[
     ("database", "max_pool_size", POOLS_FIXED),
     ("api_database", "max_pool_size", POOLS_FIXED),
     ("placement_database", "max_pool_size", POOLS_FIXED),
+    (
+        "placement",
+        "collect_timing",
+        "every Placement request's time is in /metrics \
+         (placement_request_duration_seconds), whatever this says",
+    ),
+    (
+        "placement",
+        "split_loggers",
+        "Placement requests log under nova_scheduler::placement (debug), never with \
+         their bodies or headers",
+    ),
 ];
 
 const NO_ROTATION: &str = "the daemon does not rotate its log file: rotate it with \

@@ -4,10 +4,12 @@
 //! microversions, headers, retry policy and error mapping
 //! (`nova/scheduler/client/report.py`).
 //!
-//! Authentication follows the `[placement]` keystoneauth options that matter here:
-//! no auth, `admin_token` (a fixed `X-Auth-Token`) and keystone v3 `password`
-//! (token cached until shortly before expiry, endpoint from the catalog).
-//! Tokens and passwords never appear in logs, errors or `Debug` output.
+//! Authentication follows the `[placement]` keystoneauth options: no auth,
+//! `admin_token` (a fixed `X-Auth-Token`) and the keystone v3 plugins `password`,
+//! `token` and `v3applicationcredential` (token cached until shortly before expiry,
+//! endpoint from the catalog). The session options `cafile`, `certfile`/`keyfile`
+//! (a client certificate), `insecure` and `timeout` shape the HTTP client.
+//! Tokens, passwords and secrets never appear in logs, errors or `Debug` output.
 
 mod auth;
 mod candidates;
@@ -16,7 +18,9 @@ pub mod index;
 pub mod query;
 pub mod resource_request;
 
-pub use auth::{PasswordAuth, PlacementAuth};
+pub use auth::{
+    ApplicationCredentialAuth, PasswordAuth, PlacementAuth, Scope, TokenAuth, MIN_TOKEN_LIFE_SECS,
+};
 pub use candidates::AllocationCandidates;
 pub use client::{BatchClaim, ConsumerClaim, CurrentAllocations, PlacementClient};
 pub use query::{encode_query, QueryOptions};
@@ -50,6 +54,11 @@ pub struct PlacementOptions {
     pub timeout: Option<Duration>,
     /// `cafile`: PEM bundle of extra trusted CAs.
     pub cafile: Option<PathBuf>,
+    /// `certfile`: the client certificate (PEM) presented to Placement; with it
+    /// the key in `keyfile`, else in `certfile` itself.
+    pub certfile: Option<PathBuf>,
+    /// `keyfile`: the client certificate's private key (PEM).
+    pub keyfile: Option<PathBuf>,
     /// `insecure`: skip TLS certificate verification.
     pub insecure: bool,
     /// `region_name`: catalog endpoints must be in this region.
@@ -73,6 +82,8 @@ impl Default for PlacementOptions {
             auth: PlacementAuth::None,
             timeout: None,
             cafile: None,
+            certfile: None,
+            keyfile: None,
             insecure: false,
             region_name: None,
             service_type: "placement".into(),
@@ -81,6 +92,46 @@ impl Default for PlacementOptions {
             claim_retry_unit: Duration::from_secs(1),
         }
     }
+}
+
+impl PlacementOptions {
+    /// `[placement]` as keystoneauth reads it (see [`PlacementAuth::from_section`]).
+    /// Pure: reads no file and connects nowhere.
+    pub fn from_section(
+        p: &crate::config::sections::PlacementSection,
+    ) -> Result<PlacementOptions, PlacementError> {
+        if p.keyfile.is_some() && p.certfile.is_none() {
+            // keystoneauth drops a lone keyfile; a client certificate was meant.
+            return Err(PlacementError::Config(
+                "keyfile is set without certfile: set certfile to the client certificate".into(),
+            ));
+        }
+        Ok(PlacementOptions {
+            endpoint: p.endpoint_override.clone().or_else(|| p.endpoint.clone()),
+            auth: PlacementAuth::from_section(p)?,
+            timeout: Some(
+                p.timeout
+                    .map(Duration::from_secs_f64)
+                    .unwrap_or(DEFAULT_TIMEOUT),
+            ),
+            cafile: p.cafile.as_ref().map(Into::into),
+            certfile: p.certfile.as_ref().map(Into::into),
+            keyfile: p.keyfile.as_ref().map(Into::into),
+            insecure: p.insecure,
+            region_name: p.region_name.clone(),
+            service_type: p.service_type.clone(),
+            service_name: p.service_name.clone(),
+            valid_interfaces: p.valid_interfaces.clone(),
+            ..PlacementOptions::default()
+        })
+    }
+}
+
+/// Everything startup refuses in `[placement]`, without connecting anywhere: the auth
+/// plugin and its options, and the files `cafile`, `certfile` and `keyfile` (read,
+/// parsed, and the key matched to the certificate). `config check` calls it.
+pub fn check_config(p: &crate::config::sections::PlacementSection) -> Result<(), PlacementError> {
+    PlacementClient::new(PlacementOptions::from_section(p)?).map(drop)
 }
 
 /// What can go wrong talking to Placement. Nothing here carries a token or password.

@@ -200,6 +200,13 @@ pub fn prepare(config: &Config, load_errors: Vec<ConfigError>) -> Result<Prepare
     let placement = super::placement_options(config)
         .map_err(|e| refuse(RefusalKind::PlacementAuth, config_error(e)))
         .ok();
+    // The client as startup builds it: cafile, certfile and keyfile read, parsed and
+    // the key matched to the certificate; nothing is sent.
+    if let Some(options) = &placement {
+        if let Err(e) = crate::placement::PlacementClient::new(options.clone()) {
+            refuse(RefusalKind::TlsFile, e.to_string());
+        }
+    }
     let prefilters = super::prefilter_options(config)
         .map_err(|e| refuse(RefusalKind::RequestFilter, config_error(e)))
         .ok();
@@ -282,7 +289,8 @@ fn kind_of(e: &ConfigError) -> RefusalKind {
     }
 }
 
-/// The TLS files the daemon will read, each with the option that names it.
+/// The broker's and the databases' TLS files, each with the option that names it
+/// (Placement's are checked by building its client).
 fn tls_files(config: &Config) -> Vec<(String, String)> {
     let mut files = Vec::new();
     let r = &config.oslo_messaging_rabbit;
@@ -314,9 +322,6 @@ fn tls_files(config: &Config) -> Vec<(String, String)> {
                 files.push((format!("[{group}] connection's {arg}"), path));
             }
         }
-    }
-    if let Some(path) = &config.placement.cafile {
-        files.push(("[placement] cafile".into(), path.clone()));
     }
     files
 }

@@ -864,7 +864,7 @@ fn servicegroup_driver_mc_stops_startup_with_the_reason() {
 fn every_read_not_used_option_set_off_its_default_is_named_at_startup() {
     let c = from_ini_str(
         "[filter_scheduler]\navailable_filters = mycloud.filters.all\n\
-         track_instance_changes = true\n[placement]\ntrust_id = 7d1e\n\
+         track_instance_changes = true\n[DEFAULT]\ninternal_service_availability_zone = int\n\
          [upgrade_levels]\ncompute = auto\n",
     )
     .unwrap();
@@ -872,7 +872,7 @@ fn every_read_not_used_option_set_off_its_default_is_named_at_startup() {
     assert_eq!(warnings.len(), 3, "{warnings:#?}");
     for (option, why) in [
         ("[filter_scheduler] available_filters", "the filters are built in"),
-        ("[placement] trust_id", "it changes nothing here"),
+        ("[DEFAULT] internal_service_availability_zone", "it changes nothing here"),
         ("[upgrade_levels] compute", "every select_destinations version"),
     ] {
         assert!(

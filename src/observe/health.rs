@@ -3,7 +3,8 @@
 //!
 //! Live: a task on the runtime stamps a heartbeat every second; the process is live
 //! while that stamp is recent (a runtime whose workers are all stuck stops stamping).
-//! Ready: consuming the `scheduler` topic (which needs the broker), and, when the
+//! Ready: consuming the `scheduler` topic (which needs the broker), Placement serving
+//! this daemon's requests (reachable, TLS and credentials accepted), and, when the
 //! warm cache or the provider index is on, each refreshed within its bound.
 
 use super::metrics::{metrics, unix_now};
@@ -59,6 +60,8 @@ pub struct Health {
     heartbeat: AtomicU64,
     /// What startup is waiting for (a database), while it waits.
     starting: Mutex<Option<String>>,
+    /// Why Placement cannot serve this daemon's requests, while it cannot.
+    placement: Mutex<Option<String>>,
 }
 
 impl Health {
@@ -67,6 +70,7 @@ impl Health {
             bounds,
             heartbeat: AtomicU64::new(now_ms()),
             starting: Mutex::new(None),
+            placement: Mutex::new(None),
         })
     }
 
@@ -79,6 +83,12 @@ impl Health {
     /// Startup no longer waits.
     pub fn started(&self) {
         *self.starting.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// What the Placement client found last: `Some(reason)` while Placement cannot
+    /// serve requests (unreachable, TLS handshake or credentials refused).
+    pub fn placement(&self, problem: Option<String>) {
+        *self.placement.lock().unwrap_or_else(|e| e.into_inner()) = problem;
     }
 
     /// Stamps the heartbeat every second, forever.
@@ -113,6 +123,9 @@ impl Health {
         if m.rpc_consuming.get() != 1 {
             reasons
                 .push("not consuming the scheduler topic (broker unreachable or starting)".into());
+        }
+        if let Some(problem) = &*self.placement.lock().unwrap_or_else(|e| e.into_inner()) {
+            reasons.push(format!("Placement unreachable: {problem}"));
         }
         let now = unix_now();
         let stale = |what: &str, stamp: f64, bound: Duration| -> Option<String> {

@@ -11,6 +11,57 @@ use serde_json::{Map, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// The client identity of `certfile` (and `keyfile`, else the key in `certfile`):
+/// both read and parsed here, so a bad file is an error naming it.
+fn client_identity(
+    cert: &std::path::Path,
+    key: Option<&std::path::Path>,
+) -> Result<reqwest::Identity, PlacementError> {
+    let read = |what: &str, path: &std::path::Path| {
+        std::fs::read(path)
+            .map_err(|e| PlacementError::Config(format!("{what} {}: {e}", path.display())))
+    };
+    let mut pem = read("certfile", cert)?;
+    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(PlacementError::Config(format!(
+            "certfile {}: no PEM certificate in it",
+            cert.display()
+        )));
+    }
+    if let Some(key) = key {
+        let key_pem = read("keyfile", key)?;
+        if !String::from_utf8_lossy(&key_pem).contains("PRIVATE KEY-----") {
+            return Err(PlacementError::Config(format!(
+                "keyfile {}: no PEM private key in it",
+                key.display()
+            )));
+        }
+        pem.push(b'\n');
+        pem.extend_from_slice(&key_pem);
+    }
+    let files = match key {
+        Some(k) => format!("certfile {} / keyfile {}", cert.display(), k.display()),
+        None => format!(
+            "certfile {} (no keyfile: the key must be in it)",
+            cert.display()
+        ),
+    };
+    reqwest::Identity::from_pem(&pem)
+        .map_err(|e| PlacementError::Config(format!("{files}: {}", error_chain(&e))))
+}
+
+/// An error with its causes, which reqwest's own text leaves out.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// nova's `@retries`: at most this many claim attempts.
 const CLAIM_ATTEMPTS: u32 = 4;
 
@@ -29,6 +80,9 @@ pub struct PlacementClient {
     /// True from the first request that could not reach Placement (or keystone)
     /// until one gets an answer again: the outage is logged once, not per request.
     outage: AtomicBool,
+    /// Why Placement cannot serve now (unreachable, TLS refused, credentials
+    /// refused), from the last request; `None` once one is answered. Readiness reads it.
+    problem: std::sync::Mutex<Option<String>>,
 }
 
 /// One answer: status and body text.
@@ -173,9 +227,21 @@ impl PlacementClient {
                 builder = builder.add_root_certificate(cert);
             }
         }
-        let http = builder
-            .build()
-            .map_err(|e| PlacementError::Config(format!("HTTP client: {e}")))?;
+        if let Some(cert) = &opts.certfile {
+            builder = builder.identity(client_identity(cert, opts.keyfile.as_deref())?);
+        }
+        let http = builder.build().map_err(|e| {
+            // The only file-dependent part left to fail here is the client identity
+            // (rustls checks that the key belongs to the certificate).
+            let files = match (&opts.certfile, &opts.keyfile) {
+                (Some(c), Some(k)) => {
+                    format!(" (certfile {}, keyfile {})", c.display(), k.display())
+                }
+                (Some(c), None) => format!(" (certfile {})", c.display()),
+                _ => String::new(),
+            };
+            PlacementError::Config(format!("HTTP client{files}: {}", error_chain(&e)))
+        })?;
         let auth = Authenticator::new(
             opts.auth,
             opts.endpoint,
@@ -191,13 +257,46 @@ impl PlacementClient {
             auth,
             retry_unit: opts.claim_retry_unit,
             outage: AtomicBool::new(false),
+            problem: std::sync::Mutex::new(None),
         })
     }
 
-    /// Authenticates now (password auth) so that bad credentials show at startup, as
-    /// nova's startup does (a 401 there is fatal; a down keystone only warns).
+    /// Authenticates now (keystone plugins), so that bad credentials show at once.
     pub async fn authenticate(&self) -> Result<(), PlacementError> {
         self.auth.credentials(&self.http).await.map(|_| ())
+    }
+
+    /// Asks Placement for its root document with this client's credentials, TLS
+    /// identity and endpoint: `Ok` when it answers 200. A failure is also what
+    /// [`Self::problem`] says until a request is answered.
+    pub async fn probe(&self) -> Result<(), PlacementError> {
+        let answer = self.request(Method::GET, "/", None, None, None).await?;
+        if answer.status == 401 {
+            let e = PlacementError::Unauthorized(format!(
+                "Placement answered 401 to GET /: {}",
+                truncate(&answer.body)
+            ));
+            self.set_problem(Some(e.to_string()));
+            return Err(e);
+        }
+        if answer.status != 200 {
+            return Err(http_error(Method::GET, "/", answer));
+        }
+        Ok(())
+    }
+
+    /// Why Placement cannot serve requests now (it cannot be reached, refuses the
+    /// TLS handshake, or keystone or Placement refuse the credentials), as the last
+    /// request found; `None` while requests are answered.
+    pub fn problem(&self) -> Option<String> {
+        self.problem
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_problem(&self, problem: Option<String>) {
+        *self.problem.lock().unwrap_or_else(|e| e.into_inner()) = problem;
     }
 
     /// `GET /allocation_candidates?<query>` at 1.36. nova treats any error as "no
@@ -757,6 +856,19 @@ impl PlacementClient {
                     tracing::info!("Placement API service is answering again");
                 }
             }
+            Err(_) => {}
+        }
+        match &result {
+            Err(
+                e @ (PlacementError::Unreachable(_)
+                | PlacementError::AnswerLost(_)
+                | PlacementError::Unauthorized(_)
+                | PlacementError::EndpointNotFound(_)),
+            ) => self.set_problem(Some(e.to_string())),
+            Ok(answer) if answer.status == 401 => self.set_problem(Some(format!(
+                "Placement service credentials do not work: Placement answered 401 to {path}"
+            ))),
+            Ok(_) => self.set_problem(None),
             Err(_) => {}
         }
         result

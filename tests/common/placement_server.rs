@@ -66,7 +66,7 @@ async fn start() -> Result<String, String> {
     )
     .await?;
 
-    serve(&venv, &dir, "gunicorn.log", "", "http").await
+    serve(&venv, &dir, "gunicorn.log", "", "http", None).await
 }
 
 /// The same Placement (same database and placement.conf) served over HTTPS with
@@ -84,6 +84,37 @@ pub async fn start_tls(cert: &Path, key: &Path) -> Result<String, String> {
         "gunicorn-tls.log",
         &tls,
         "https",
+        None,
+    )
+    .await
+}
+
+/// The same Placement over HTTPS requiring a client certificate signed by `ca`
+/// (gunicorn's `--ca-certs` and `--cert-reqs 2`, ssl.CERT_REQUIRED). `client` (cert,
+/// key) is only used to see it is up.
+pub async fn start_mtls(
+    cert: &Path,
+    key: &Path,
+    ca: &Path,
+    client: (&Path, &Path),
+) -> Result<String, String> {
+    url().await;
+    let tls = format!(
+        "--certfile \"{}\" --keyfile \"{}\" --ca-certs \"{}\" --cert-reqs 2",
+        cert.display(),
+        key.display(),
+        ca.display()
+    );
+    let mut pem = std::fs::read(client.0).map_err(|e| e.to_string())?;
+    pem.extend_from_slice(&std::fs::read(client.1).map_err(|e| e.to_string())?);
+    let identity = reqwest::Identity::from_pem(&pem).map_err(|e| e.to_string())?;
+    serve(
+        &venv::find(),
+        &conf_dir(),
+        "gunicorn-mtls.log",
+        &tls,
+        "https",
+        Some(identity),
     )
     .await
 }
@@ -96,6 +127,7 @@ async fn serve(
     log_name: &str,
     extra: &str,
     scheme: &str,
+    identity: Option<reqwest::Identity>,
 ) -> Result<String, String> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -124,10 +156,11 @@ async fn serve(
         .map_err(|e| format!("sh: {e}"))?;
     let url = format!("{scheme}://127.0.0.1:{port}");
     // Only to see it is up; the client under test checks certificates itself.
-    let http = reqwest::Client::builder()
-        .danger_accept_invalid_certs(true)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let mut http = reqwest::Client::builder().danger_accept_invalid_certs(true);
+    if let Some(identity) = identity {
+        http = http.identity(identity);
+    }
+    let http = http.build().map_err(|e| e.to_string())?;
     for _ in 0..120 {
         if let Ok(resp) = http.get(format!("{url}/")).send().await {
             if resp.status().is_success() {

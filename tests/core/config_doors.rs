@@ -137,7 +137,10 @@ fn bad_cases(scratch: &Path) -> Vec<Case> {
         bad("a broker CA that is not there", TlsFile, with("[oslo_messaging_rabbit]\nssl = true\nssl_ca_file = /nonexistent/ca.pem\n"), "[oslo_messaging_rabbit] ssl_ca_file = /nonexistent/ca.pem"),
         bad("a broker certificate that is not there", TlsFile, with("[oslo_messaging_rabbit]\nssl = true\nssl_cert_file = /nonexistent/cert.pem\nssl_key_file = /nonexistent/key.pem\n"), "ssl_cert_file"),
         bad("a database CA that is not there", TlsFile, with(&format!("[database]\nconnection = mysql+pymysql://nova:{SECRET}@127.0.0.1:1/nova?ssl_ca=/nonexistent/db-ca.pem\n")), "/nonexistent/db-ca.pem"),
-        bad("a Placement CA that is not there", TlsFile, with("[placement]\ncafile = /nonexistent/placement-ca.pem\n"), "[placement] cafile"),
+        bad("a Placement CA that is not there", TlsFile, with("[placement]\ncafile = /nonexistent/placement-ca.pem\n"), "cafile /nonexistent/placement-ca.pem"),
+        bad("a Placement client certificate that is not there", TlsFile, with("[placement]\ncertfile = /nonexistent/client.pem\nkeyfile = /nonexistent/client.key\n"), "/nonexistent/client.pem"),
+        bad("a client key without its certificate", TlsFile, with("[placement]\nkeyfile = /nonexistent/client.key\n"), "keyfile"),
+        bad("an application credential without its secret", PlacementAuth, with("[placement]\nauth_type = v3applicationcredential\nauth_url = http://ks:5000/v3\napplication_credential_id = 0a1b\n"), "application_credential_secret"),
         bad("a state_dir below a file", StateDir, with(&format!("[nova_scheduler_rs]\nstate_dir = {}/below\n", a_file.display())), "is not a directory"),
         bad("a state_dir below /dev/null", StateDir, with("[nova_scheduler_rs]\nstate_dir = /dev/null/nova-scheduler-rs\n"), "state_dir"),
     ];
@@ -205,7 +208,7 @@ fn good_cases(scratch: &Path, nova_sample: &str) -> Vec<Case> {
             "TLS files that exist",
             with(&format!(
                 "[oslo_messaging_rabbit]\nssl = true\nssl_ca_file = {tls}\nssl_cert_file = {tls}\n\
-                 ssl_key_file = {tls}\n[placement]\ncafile = {tls}\n\
+                 ssl_key_file = {tls}\n\
                  [api_database]\nconnection = mysql+pymysql://nova:{SECRET}@127.0.0.1:1/nova_api?ssl_ca={tls}\n"
             )),
         ),

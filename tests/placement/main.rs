@@ -25,12 +25,16 @@ mod claims_cloud;
 mod daemon_proc;
 #[path = "../common/http_stub.rs"]
 mod http_stub;
+#[path = "../common/keystone_server.rs"]
+mod keystone_server;
 #[path = "../common/nova_schema.rs"]
 mod nova_schema;
 #[path = "../common/placement_admin.rs"]
 mod placement_admin;
 #[path = "../common/placement_server.rs"]
 mod placement_server;
+#[path = "../common/test_pki.rs"]
+mod test_pki;
 #[path = "../common/venv.rs"]
 mod venv;
 

@@ -4,9 +4,10 @@
 //! inventories and traits are seeded through its REST API; each test tags its
 //! providers with its own CUSTOM_ trait so that tests do not see each other's.
 //!
-//! Two peers are stand-ins (tests/common/http_stub.rs): Keystone, because no
-//! Keystone is available here, and a Placement that answers provider-generation
-//! conflicts or a 401 on demand, which the real one cannot be made to do.
+//! Keystone is real for the application-credential test (tests/common/keystone_server.rs)
+//! and a stand-in elsewhere; a stand-in Placement (tests/common/http_stub.rs) answers
+//! provider-generation conflicts or a 401 on demand, which the real one cannot be
+//! made to do, and records the tokens it is sent.
 
 use crate::http_stub;
 use crate::placement_server;
@@ -1019,4 +1020,297 @@ async fn tls_cafile_and_insecure_against_the_real_placement() {
         insecure.provider_uuids.iter().collect::<Vec<_>>(),
         vec![&rp]
     );
+}
+
+/// A client certificate: the real Placement served over HTTPS by gunicorn requiring
+/// one signed by the test CA. With `certfile`/`keyfile` the calls succeed; without,
+/// the TLS handshake is refused, and the client's `problem()` (what `/readyz` shows)
+/// names it. Unreadable or mismatched files are errors naming the file, from the same
+/// `check_config` that `config check` runs.
+#[tokio::test]
+async fn client_certificate_against_the_real_placement_requiring_one() {
+    let dir = std::env::temp_dir().join(format!("nsrs-t-mtls-{}", std::process::id()));
+    let pki = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || crate::test_pki::TestPki::generate(&dir)
+    })
+    .await
+    .expect("pki");
+    let https = placement_server::start_mtls(
+        &pki.server_cert,
+        &pki.server_key,
+        &pki.ca,
+        (&pki.client_cert, &pki.client_key),
+    )
+    .await
+    .expect("Placement over HTTPS with client certificates");
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_MTLS";
+    let rp = uuid();
+    admin
+        .provider(&rp, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let conf = |tls: &str| {
+        nova_scheduler::config::from_ini_str(&format!(
+            "[placement]\nauth_type = admin_token\ntoken = admin\nendpoint_override = {https}\n\
+             cafile = {}\n{tls}",
+            pki.ca.display()
+        ))
+        .expect("config")
+        .placement
+    };
+    let with_cert = conf(&format!(
+        "certfile = {}\nkeyfile = {}\n",
+        pki.client_cert.display(),
+        pki.client_key.display()
+    ));
+    nova_scheduler::placement::check_config(&with_cert).expect("valid");
+    let client = PlacementClient::new(PlacementOptions::from_section(&with_cert).expect("options"))
+        .expect("client");
+    client
+        .probe()
+        .await
+        .expect("probe with a client certificate");
+    let got = client
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("candidates with a client certificate");
+    assert_eq!(got.provider_uuids.iter().collect::<Vec<_>>(), vec![&rp]);
+    assert_eq!(client.problem(), None);
+
+    let without = PlacementClient::new(PlacementOptions::from_section(&conf("")).expect("options"))
+        .expect("client");
+    let refused = without.probe().await.expect_err("no client certificate");
+    assert!(
+        matches!(refused, PlacementError::Unreachable(_)),
+        "{refused:?}"
+    );
+    let problem = without
+        .problem()
+        .expect("the refusal is the client's problem");
+    assert!(problem.contains("not responding"), "{problem}");
+    assert!(
+        without
+            .get_allocation_candidates(&query(tag), None)
+            .await
+            .is_err(),
+        "every call is refused"
+    );
+
+    // A key that is not the certificate's, a missing file: errors naming the file.
+    let mismatched = conf(&format!(
+        "certfile = {}\nkeyfile = {}\n",
+        pki.client_cert.display(),
+        pki.server_key.display()
+    ));
+    let err = nova_scheduler::placement::check_config(&mismatched)
+        .expect_err("mismatched key")
+        .to_string();
+    assert!(
+        err.contains(&pki.client_cert.display().to_string())
+            && err.contains(&pki.server_key.display().to_string()),
+        "{err}"
+    );
+    let missing = conf("certfile = /nonexistent/client.pem\n");
+    let err = nova_scheduler::placement::check_config(&missing)
+        .expect_err("missing certfile")
+        .to_string();
+    assert!(err.contains("certfile /nonexistent/client.pem"), "{err}");
+    let lone_key = conf(&format!("keyfile = {}\n", pki.client_key.display()));
+    assert!(nova_scheduler::placement::check_config(&lone_key)
+        .expect_err("keyfile alone")
+        .to_string()
+        .contains("without certfile"));
+}
+
+/// Application credentials against a real keystone (`[token] expiration = 125`, so a
+/// token has 5 s before keystoneauth's 120 s renewal margin): the credential is made
+/// through keystone's API, the Placement endpoint comes from keystone's catalog, and
+/// the token is renewed while the old one is still valid. The Placement named in the
+/// catalog is a recording proxy to the real one (which runs without keystone here):
+/// it sees each token the client sends.
+#[tokio::test]
+async fn application_credential_against_a_real_keystone_with_renewal() {
+    use nova_scheduler::placement::{ApplicationCredentialAuth, MIN_TOKEN_LIFE_SECS};
+    use reqwest::Method;
+    let ks = crate::keystone_server::start(125).await;
+    let admin = Admin::new().await;
+    let tag = "CUSTOM_NSRS_APPCRED";
+    let rp = uuid();
+    admin
+        .provider(&rp, (8, 16384, 100), &["OWNER_NOVA", tag])
+        .await;
+    let real = admin.url.clone();
+    let http = reqwest::Client::new();
+    let proxy = http_stub::start_async(Arc::new(move |mut r: Recorded| {
+        let (http, real) = (http.clone(), real.clone());
+        Box::pin(async move {
+            for (k, v) in r.headers.iter_mut() {
+                if k == "x-auth-token" {
+                    *v = "admin".into();
+                }
+            }
+            Some(crate::claims_cloud::forward(&http, &real, &r).await)
+        })
+    }))
+    .await;
+    // The service, a user and its project, and the catalog entry, as an operator makes them.
+    let project = ks
+        .create(
+            "/v3/projects",
+            "project",
+            json!({"name": "nsrs-service", "domain_id": "default"}),
+        )
+        .await;
+    let user = ks
+        .create(
+            "/v3/users",
+            "user",
+            json!({"name": "nsrs-nova", "domain_id": "default",
+            "password": "nsrs-user-pw"}),
+        )
+        .await;
+    let (_, roles) = ks.call(Method::GET, "/v3/roles?name=admin", None).await;
+    let role = roles["roles"][0]["id"]
+        .as_str()
+        .expect("role admin")
+        .to_string();
+    let (status, _) = ks
+        .call(
+            Method::PUT,
+            &format!(
+                "/v3/projects/{}/users/{}/roles/{role}",
+                project["id"].as_str().unwrap_or_default(),
+                user["id"].as_str().unwrap_or_default()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204, "role assignment");
+    let service = ks
+        .create(
+            "/v3/services",
+            "service",
+            json!({"type": "placement", "name": "placement"}),
+        )
+        .await;
+    ks.create(
+        "/v3/endpoints",
+        "endpoint",
+        json!({"service_id": service["id"], "interface": "internal", "region_id": "RegionOne",
+            "url": proxy.url}),
+    )
+    .await;
+    let user_token = crate::keystone_server::password_token(
+        &ks.http,
+        &ks.url,
+        "nsrs-nova",
+        "nsrs-user-pw",
+        "nsrs-service",
+    )
+    .await
+    .expect("user token");
+    let user_id = user["id"].as_str().expect("user id").to_string();
+    let (status, ac) = ks
+        .call_as(
+            &user_token,
+            Method::POST,
+            &format!("/v3/users/{user_id}/application_credentials"),
+            Some(json!({"application_credential": {"name": "nsrs-scheduler"}})),
+        )
+        .await;
+    assert_eq!(status, 201, "application credential: {ac}");
+    let ac_id = ac["application_credential"]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let secret = ac["application_credential"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_string();
+
+    let client = |auth: ApplicationCredentialAuth| {
+        PlacementClient::new(PlacementOptions {
+            auth: PlacementAuth::ApplicationCredential(auth),
+            region_name: Some("RegionOne".into()),
+            ..PlacementOptions::default()
+        })
+        .expect("client")
+    };
+    let by_id = client(ApplicationCredentialAuth {
+        auth_url: format!("{}/v3", ks.url),
+        id: Some(ac_id.clone()),
+        secret: secret.clone(),
+        ..ApplicationCredentialAuth::default()
+    });
+    let tokens = || -> Vec<String> {
+        proxy
+            .recorded()
+            .iter()
+            .filter_map(|r| r.header("x-auth-token").map(str::to_string))
+            .collect()
+    };
+    let first_at = std::time::Instant::now();
+    for _ in 0..2 {
+        let got = by_id
+            .get_allocation_candidates(&query(tag), None)
+            .await
+            .expect("candidates with an application credential");
+        assert_eq!(got.provider_uuids.iter().collect::<Vec<_>>(), vec![&rp]);
+    }
+    let seen = tokens();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0], seen[1], "a fresh token is reused");
+    // 125 s of life less the 120 s margin: after 6 s the token is renewed, while valid.
+    let fresh_for = Duration::from_secs((125 - MIN_TOKEN_LIFE_SECS) as u64 + 1);
+    tokio::time::sleep(fresh_for.saturating_sub(first_at.elapsed())).await;
+    by_id
+        .get_allocation_candidates(&query(tag), None)
+        .await
+        .expect("candidates after renewal");
+    let seen = tokens();
+    assert_eq!(seen.len(), 3);
+    assert_ne!(seen[2], seen[0], "renewed within the margin");
+    assert!(
+        ks.token_valid(&seen[0]).await,
+        "the old token had not expired yet"
+    );
+    assert!(ks.token_valid(&seen[2]).await);
+
+    // By name, with its user's id.
+    let by_name = client(ApplicationCredentialAuth {
+        auth_url: ks.url.clone(),
+        name: Some("nsrs-scheduler".into()),
+        user_id: Some(user_id.clone()),
+        secret: secret.clone(),
+        ..ApplicationCredentialAuth::default()
+    });
+    by_name.probe().await.expect("by name and user id");
+
+    // A wrong secret: keystone's 401 and its message, no secret in the error.
+    let wrong = client(ApplicationCredentialAuth {
+        auth_url: ks.url.clone(),
+        id: Some(ac_id),
+        secret: "not-the-secret".into(),
+        ..ApplicationCredentialAuth::default()
+    });
+    match wrong.authenticate().await {
+        Err(PlacementError::Unauthorized(text)) => {
+            assert!(
+                text.contains("v3applicationcredential")
+                    && text.contains("401")
+                    && text.contains("requires authentication"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("not-the-secret") && !text.contains(&secret),
+                "{text}"
+            );
+        }
+        other => panic!("expected keystone's refusal, got {other:?}"),
+    }
+    assert!(wrong.probe().await.is_err());
+    assert!(wrong
+        .problem()
+        .is_some_and(|p| p.contains("keystone refused")));
 }
