@@ -1548,7 +1548,8 @@ async fn soak_mixed_calls_with_faults_loses_nothing_and_leaks_nothing() {
         phase += 1;
     }
     // A kill -9 with calls in flight: they come back to the restarted daemon, which
-    // fails them (they were in flight at its death) rather than losing them.
+    // handles them again (one death is below max_message_crashes) rather than losing
+    // them, replacing whatever their dead attempts claimed.
     rig.set(|f| {
         *f = Faults {
             candidates: Some(Fault::Delay(Duration::from_secs(1))),

@@ -871,14 +871,23 @@ fn every_read_not_used_option_set_off_its_default_is_named_at_startup() {
     let warnings = c.not_honoured();
     assert_eq!(warnings.len(), 3, "{warnings:#?}");
     for (option, why) in [
-        ("[filter_scheduler] available_filters", "the filters are built in"),
-        ("[DEFAULT] internal_service_availability_zone", "it changes nothing here"),
-        ("[upgrade_levels] compute", "every select_destinations version"),
+        (
+            "[filter_scheduler] available_filters",
+            "the filters are built in",
+        ),
+        (
+            "[DEFAULT] internal_service_availability_zone",
+            "it changes nothing here",
+        ),
+        (
+            "[upgrade_levels] compute",
+            "every select_destinations version",
+        ),
     ] {
         assert!(
-            warnings.iter().any(|w| w.starts_with(&format!(
-                "option {option} is accepted but not honoured: "
-            )) && w.contains(why)),
+            warnings.iter().any(|w| w
+                .starts_with(&format!("option {option} is accepted but not honoured: "))
+                && w.contains(why)),
             "{option}: {warnings:#?}"
         );
     }

@@ -114,7 +114,19 @@ impl Health {
         }
     }
 
+    /// `/readyz`: started, consuming, caches fresh, and Placement answering.
     pub fn ready(&self) -> Verdict {
+        self.verdict(true)
+    }
+
+    /// Ready to serve as far as the daemon itself goes: [`Health::ready`] without
+    /// Placement's state. systemd's `READY=1` waits for this, since a Placement outage
+    /// at startup is waited out (as nova-scheduler waits it out), not a failed start.
+    pub fn started_serving(&self) -> Verdict {
+        self.verdict(false)
+    }
+
+    fn verdict(&self, with_placement: bool) -> Verdict {
         let m = metrics();
         let mut reasons = Vec::new();
         if let Some(what) = &*self.starting.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -124,7 +136,15 @@ impl Health {
             reasons
                 .push("not consuming the scheduler topic (broker unreachable or starting)".into());
         }
-        if let Some(problem) = &*self.placement.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(problem) = with_placement
+            .then(|| {
+                self.placement
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone()
+            })
+            .flatten()
+        {
             reasons.push(format!("Placement unreachable: {problem}"));
         }
         let now = unix_now();
@@ -186,8 +206,9 @@ impl SystemdNotifier {
         }
     }
 
-    /// Waits until the daemon is ready, says `READY=1`, then, when systemd watches,
-    /// says `WATCHDOG=1` every half period while the daemon is live. Readiness is not
+    /// Waits until the daemon serves (Placement's state aside), says `READY=1`, then,
+    /// when systemd watches, says `WATCHDOG=1` every half period while the daemon is
+    /// live. Readiness is not
     /// asked: a broker outage is waited out by reconnecting, and a restart by
     /// systemd would only wait for the same broker.
     pub async fn run(self, health: Arc<Health>) {
@@ -195,7 +216,7 @@ impl SystemdNotifier {
             return;
         }
         let mut poll = tokio::time::interval(Duration::from_millis(200));
-        while !health.ready().ok {
+        while !health.started_serving().ok {
             poll.tick().await;
         }
         self.send(sd_notify::NotifyState::Ready, "READY=1");

@@ -143,7 +143,8 @@ fn config_check_reports_every_bad_value_and_starts_nothing() {
              [database]\nmax_pool_size = 5\n\
              connection = mysql+pymysql://nova:secret@127.0.0.1:1/nova_cell0\n\
              [api_database]\nconnection = mysql+pymysql://nova:secret@127.0.0.1:1/nova_api\n\
-             [nova_scheduler_rs]\nstate_dir = {}\n",
+             [nova_scheduler_rs]\nstate_dir = {}\n\
+             [placement]\nendpoint_override = http://127.0.0.1:1\n",
             dir.0.join("state").display()
         ),
     );

@@ -23,7 +23,8 @@ fn base(scratch: &Path) -> String {
          max_retries = 0\n\
          [api_database]\nconnection = mysql+pymysql://nova:{SECRET}@127.0.0.1:1/nova_api\n\
          max_retries = 0\n\
-         [nova_scheduler_rs]\nstate_dir = {}\n",
+         [nova_scheduler_rs]\nstate_dir = {}\n\
+         [placement]\nendpoint_override = http://127.0.0.1:1\n",
         scratch.join("state").display()
     )
 }
@@ -131,7 +132,7 @@ fn bad_cases(scratch: &Path) -> Vec<Case> {
         bad("no main database", Database, base_without(scratch, "database"), "[database] connection is required"),
         bad("an unknown Placement auth plugin", PlacementAuth, with("[placement]\nauth_type = v3oidcpassword\n"), "v3oidcpassword"),
         bad("admin_token auth without a token", PlacementAuth, with("[placement]\nauth_type = admin_token\n"), "needs token"),
-        bad("password auth without auth_url", PlacementAuth, with(&format!("[placement]\nauth_type = password\nusername = nova\npassword = {SECRET}\n")), "needs auth_url"),
+        bad("password auth without auth_url", PlacementAuth, with(&format!("[placement]\nauth_type = password\nusername = nova\npassword = {SECRET}\nuser_domain_name = Default\n")), "needs auth_url"),
         bad("routed network aggregates", RequestFilter, with("[scheduler]\nquery_placement_for_routed_network_aggregates = true\n"), "routed network"),
         bad("a notification URL that is not one", NotificationTransport, with("[oslo_messaging_notifications]\ndriver = messagingv2\ntransport_url = not a url\n"), "[oslo_messaging_notifications] transport_url"),
         bad("a broker CA that is not there", TlsFile, with("[oslo_messaging_rabbit]\nssl = true\nssl_ca_file = /nonexistent/ca.pem\n"), "[oslo_messaging_rabbit] ssl_ca_file = /nonexistent/ca.pem"),
@@ -139,7 +140,7 @@ fn bad_cases(scratch: &Path) -> Vec<Case> {
         bad("a database CA that is not there", TlsFile, with(&format!("[database]\nconnection = mysql+pymysql://nova:{SECRET}@127.0.0.1:1/nova?ssl_ca=/nonexistent/db-ca.pem\n")), "/nonexistent/db-ca.pem"),
         bad("a Placement CA that is not there", TlsFile, with("[placement]\ncafile = /nonexistent/placement-ca.pem\n"), "cafile /nonexistent/placement-ca.pem"),
         bad("a Placement client certificate that is not there", TlsFile, with("[placement]\ncertfile = /nonexistent/client.pem\nkeyfile = /nonexistent/client.key\n"), "/nonexistent/client.pem"),
-        bad("a client key without its certificate", TlsFile, with("[placement]\nkeyfile = /nonexistent/client.key\n"), "keyfile"),
+        bad("a client key without its certificate", PlacementAuth, with("[placement]\nkeyfile = /nonexistent/client.key\n"), "keyfile"),
         bad("an application credential without its secret", PlacementAuth, with("[placement]\nauth_type = v3applicationcredential\nauth_url = http://ks:5000/v3\napplication_credential_id = 0a1b\n"), "application_credential_secret"),
         bad("a state_dir below a file", StateDir, with(&format!("[nova_scheduler_rs]\nstate_dir = {}/below\n", a_file.display())), "is not a directory"),
         bad("a state_dir below /dev/null", StateDir, with("[nova_scheduler_rs]\nstate_dir = /dev/null/nova-scheduler-rs\n"), "state_dir"),
@@ -496,4 +497,83 @@ fn config_check_exits_2_when_no_file_was_read() {
     );
     assert_eq!(wrong.status.code(), Some(2), "{wrong:?}");
     assert!(text(&wrong.stderr).contains("/nonexistent/nova.conf.d"));
+}
+
+/// `config check --connect` reaches the real peers once each: MariaDB with nova's
+/// schema (`[database]`, `[api_database]` and the cell `cell_mappings` names),
+/// RabbitMQ and Placement. With the broker and Placement pointed where nothing
+/// listens, each is named `FAILED` with its reason and the exit code is 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_connect_reaches_each_peer_once() {
+    let venv = crate::venv::find();
+    let prefix = crate::nova_schema::tagged("nsrs_doors_connect");
+    crate::nova_schema::create_from_template(&venv, &prefix, &["cell1"])
+        .await
+        .unwrap_or_else(|e| panic!("nova schema: {e}"));
+    let placement = crate::placement_server::url().await;
+    let dir = scratch("connect");
+    let conf = |name: &str, broker: &str, placement: &str| {
+        let path = dir.0.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[DEFAULT]\ntransport_url = {broker}\n\
+                 [database]\nconnection = {cell0}\n[api_database]\nconnection = {api}\n\
+                 [nova_scheduler_rs]\nstate_dir = {state}\n\
+                 [placement]\nauth_type = admin_token\ntoken = admin\n\
+                 endpoint_override = {placement}\n",
+                cell0 = crate::nova_schema::sqla_url(&format!("{prefix}_cell0")),
+                api = crate::nova_schema::sqla_url(&format!("{prefix}_api")),
+                state = dir.0.join("state").display(),
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let check = |path: String| {
+        binary(
+            &[
+                "config".into(),
+                "check".into(),
+                "--connect".into(),
+                "--config-file".into(),
+                path,
+            ],
+            &[],
+            &dir.0,
+        )
+    };
+
+    let out = check(conf(
+        "reachable.conf",
+        "rabbit://guest:guest@127.0.0.1:5672/",
+        placement,
+    ));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    for line in [
+        format!("ok      database {prefix}_cell0 at "),
+        format!("ok      database {prefix}_api at "),
+        "ok      cell ".to_string(),
+        "ok      broker 127.0.0.1:5672".to_string(),
+        "ok      Placement".to_string(),
+        "every connection ok".to_string(),
+    ] {
+        assert!(stdout.contains(&line), "{line:?} missing: {stdout}");
+    }
+
+    let out = check(conf(
+        "unreachable.conf",
+        "rabbit://guest:guest@127.0.0.1:1/",
+        "http://127.0.0.1:9",
+    ));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("FAILED  broker 127.0.0.1:1: "), "{stdout}");
+    assert!(stdout.contains("FAILED  Placement: "), "{stdout}");
+    assert!(
+        stdout.contains(&format!("ok      database {prefix}_api at ")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 of "), "{stdout}");
 }
