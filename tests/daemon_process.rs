@@ -2358,7 +2358,8 @@ async fn an_unreachable_database_is_named_and_startup_gives_up_after_max_retries
 /// `[api_database]` on a port that refuses connections for a few seconds and then
 /// forwards to MariaDB, `max_retries = -1`: one warning per failed attempt, `/readyz`
 /// answers 503 naming the awaited database meanwhile (the listener is up before the
-/// databases), and the daemon becomes ready once the database answers.
+/// databases), and the daemon stops waiting once the database answers; `/readyz` then
+/// names the Placement this rig points where nothing listens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_waits_for_a_database_that_comes_back() {
     let rig = LogRig::new("dbback").await;
@@ -2403,8 +2404,11 @@ async fn startup_waits_for_a_database_that_comes_back() {
         )),
         "{out}"
     );
-    let (_, body) = http_get(http, "/readyz").await.expect("/readyz");
+    let (status, body) = http_get(http, "/readyz").await.expect("/readyz");
     assert!(!body.contains("waiting for the database"), "{body}");
+    // This rig's Placement (port 9) answers nothing: serving, but not ready.
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("Placement unreachable"), "{body}");
     drop(daemon);
     rig.finish();
 }
