@@ -111,10 +111,21 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts the daemon on `conf` with its own default log filter (`RUST_LOG`
-    /// unset) and the extra `env`.
+    /// unset) and the extra `env`. Unless `conf` or `env` names a `state_dir`, the
+    /// daemon keeps its record of requests in flight in `state` beside its log, never
+    /// in the system's default directory.
     pub fn start(conf: &Path, log: PathBuf, env: &[(&str, &str)]) -> Daemon {
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"))
+        let names_state_dir = std::fs::read_to_string(conf)
+            .unwrap_or_default()
+            .contains("state_dir")
+            || env.iter().any(|(k, _)| k.ends_with("__STATE_DIR"));
+        let state_dir = log.parent().expect("a log file in a directory").join("state");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"));
+        if !names_state_dir {
+            command.env("OS_NOVA_SCHEDULER_RS__STATE_DIR", &state_dir);
+        }
+        let child = command
             .arg("--config-file")
             .arg(conf)
             .env_remove("RUST_LOG")
