@@ -188,7 +188,7 @@ impl SchedulerManager {
         self
     }
 
-    /// `select_destinations` as nova 34's manager runs it (see the boundary facts §2.1),
+    /// `select_destinations` as nova 34's manager runs it (nova's `nova/scheduler/manager.py`),
     /// for a call delivered once and without a deadline.
     pub async fn select_destinations(
         &self,

@@ -3,7 +3,7 @@
 //!
 //! Every test uses its own control exchange and topic (`test_<uuid>`) and removes its
 //! queues and exchanges afterwards. The client below publishes requests exactly like
-//! oslo.messaging's `RPCClient` (wire fact sheet §3.1) and waits on its own reply queue.
+//! oslo.messaging's `RPCClient` (`oslo_messaging/rpc/client.py`) and waits on its own reply queue.
 //! A few checks read queue counters with `rabbitmqctl` (the broker runs on this machine).
 
 #[path = "common/amqp_client.rs"]

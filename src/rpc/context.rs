@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The request context carried by every RPC message as `_context_<key>` entries
-//! (nova's `RequestContext.to_dict()`, wire fact sheet §3.4).
+//! (`RequestContext.to_dict()` in nova's `nova/context.py`).
 
 use std::fmt;
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! oslo.messaging's `RPCDispatcher` rules (wire fact sheet §3.6) over ordered endpoints.
+//! oslo.messaging's `RPCDispatcher` rules (`oslo_messaging/rpc/dispatcher.py`) over ordered
+//! endpoints.
 //!
 //! For each endpoint in order: skip it unless its namespace equals the request's and its
 //! version is compatible (same major, requested minor ≤ endpoint minor). The first such

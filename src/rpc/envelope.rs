@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Decode requests and encode replies in oslo.messaging's 2.0 envelope (wire fact sheet §3.2–§4.3).
+//! Decode requests and encode replies in oslo.messaging's 2.0 envelope
+//! (`oslo_messaging/_drivers/common.py`: `serialize_msg`, `deserialize_msg`;
+//! `amqpdriver.py` for the call, reply and heartbeat keys).
 //!
 //! On the wire a message is `{"oslo.version": "2.0", "oslo.message": "<inner JSON as a string>"}`
 //! with `content_type: application/json`, optionally zlib-compressed (header

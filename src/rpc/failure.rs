@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Remote errors: what an endpoint returns instead of a result, and how oslo.messaging
-//! puts it on the wire (`serialize_remote_exception`, wire fact sheet §5).
+//! puts it on the wire (`serialize_remote_exception` in
+//! `oslo_messaging/_drivers/common.py`).
 //!
 //! The reply's `failure` is the JSON **string** of
 //! `{"class", "module", "message", "tb", "args", "kwargs"}`. The caller rebuilds

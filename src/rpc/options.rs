@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use super::RpcError;
 
-/// One broker of `transport_url`, already parsed (see the wire fact sheet §1.1).
+/// One broker of `transport_url`, already parsed (as `TransportURL.parse` in
+/// oslo.messaging's `oslo_messaging/transport.py` splits it).
 #[derive(Clone, PartialEq, Eq)]
 pub struct BrokerAddress {
     pub host: String,

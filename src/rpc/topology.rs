@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Exchanges, queues and bindings of an oslo.messaging RPC server (wire fact sheet §2).
+//! Exchanges, queues and bindings of an oslo.messaging RPC server (the rabbit driver's
+//! consumers in `oslo_messaging/_drivers/impl_rabbit.py`, declared by `amqpdriver.py`).
 //!
 //! With `Target(topic=T, server=S)` on control exchange `E`, in this order:
 //! 1. topic exchange `E` (durable D, auto_delete A), queue `T` (D, A), bound with key `T`;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! A minimal oslo.messaging RPC client over lapin, publishing requests exactly like
-//! oslo.messaging's `RPCClient` (wire fact sheet §3.1: 2.0 envelope, `_context_*`
+//! oslo.messaging's `RPCClient` (`oslo_messaging/rpc/client.py`: 2.0 envelope, `_context_*`
 //! keys, `_unique_id`, `_msg_id`/`_reply_q`/`_timeout` on calls, the call timeout as
 //! AMQP `expiration`) and reading the replies on its own reply queue. For tests that
 //! must send what nova's own client cannot (malformed or hostile messages) or need

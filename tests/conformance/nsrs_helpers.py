@@ -123,7 +123,7 @@ class CloudDB:
 
     def host_states(self):
         """One dict per live compute node, with the fields nova's HostState takes
-        from compute_nodes and services (section 4.1/4.2 of the boundary facts)."""
+        from compute_nodes and services (as nova/scheduler/host_manager.py reads them)."""
         now = utcnow()
         out = {}
         for cell_uuid, (cell_name, url) in self.cells().items():

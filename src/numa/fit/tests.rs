@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Vectors from nova's virt/test_hardware.py and the spec (§2A).
+//! Vectors from nova's `nova/tests/unit/virt/test_hardware.py`.
 
 use super::*;
 use crate::numa::host::PagesTopology;

@@ -95,7 +95,8 @@ fn query(c: &Case<'_>, max: u32) -> String {
     )
 }
 
-/// The example of nova-boundary-facts §2.4 (keys sorted, form-urlencoded).
+/// A query as nova's `ResourceRequest.to_querystring` (`nova/scheduler/utils.py`)
+/// writes it (keys sorted, form-urlencoded).
 #[test]
 fn boundary_facts_example_encoding() {
     let cn = "9a2ed6a1-3b6e-4a3c-9f1e-6f0f8c1d2e3f";
