@@ -120,7 +120,10 @@ impl Daemon {
             .unwrap_or_default()
             .contains("state_dir")
             || env.iter().any(|(k, _)| k.ends_with("__STATE_DIR"));
-        let state_dir = log.parent().expect("a log file in a directory").join("state");
+        let state_dir = log
+            .parent()
+            .expect("a log file in a directory")
+            .join("state");
         let mut command = Command::new(env!("CARGO_BIN_EXE_nova-scheduler-rs"));
         if !names_state_dir {
             command.env("OS_NOVA_SCHEDULER_RS__STATE_DIR", &state_dir);
