@@ -493,10 +493,12 @@ async fn race_between_two_daemon_processes() {
                 "[DEFAULT]\nhost = race-{name}\n\
                  transport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n\
                  [api_database]\nconnection = {api}\n[database]\nconnection = {cell0}\n\
-                 [placement]\nauth_type = admin_token\ntoken = admin\nendpoint_override = {url}\n",
+                 [placement]\nauth_type = admin_token\ntoken = admin\nendpoint_override = {url}\n\
+                 [nova_scheduler_rs]\nstate_dir = {state}\n",
                 api = nova_schema::sqla_url(&race.cloud.api_db),
                 cell0 = nova_schema::sqla_url(&race.cloud.cell0_db),
                 url = gate.url,
+                state = dir.join("state").display(),
             ),
         )
         .expect("nova.conf");
