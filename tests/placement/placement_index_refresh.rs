@@ -238,6 +238,25 @@ async fn a_refresh_drops_deleted_providers_and_catches_up_deleted_consumers() {
         live.snapshot().provider(&a).unwrap().usages,
         loaded(&a).await.usages
     );
+
+    // A claim summed again between two counts and deleted before the next: the rows
+    // are back where the last count left them, and the next count still sees a
+    // deletion.
+    let uncounted = loader().await.with_full_sum_factor(u32::MAX);
+    let mut index = uncounted.load().await.expect("index");
+    let consumer = uuid();
+    let (status, body) = admin
+        .claim("1.36", &consumer, &claim, &uuid(), &uuid())
+        .await;
+    assert_eq!(status, 204, "claim: {body}");
+    let stats = uncounted.refresh(&mut index).await.expect("refresh");
+    assert!(!stats.usages_read, "{stats:?}");
+    assert_eq!(used(&index), Some(515), "the claim, summed again alone");
+    admin.delete_allocations(&consumer).await;
+    let counted = loader().await.with_full_sum_factor(0);
+    let stats = counted.refresh(&mut index).await.expect("refresh");
+    assert!(stats.usages_read, "the count sees the deletion: {stats:?}");
+    assert_eq!(used(&index), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

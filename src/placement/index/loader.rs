@@ -8,7 +8,10 @@
 //! times the last full sum's cost has passed (every refresh in a small cloud), a
 //! refresh counts the allocation rows, and when the count is not the last count plus
 //! the rows inserted since (ids only grow), some were deleted and the usages are summed
-//! in full. A cloud that only gains allocations is summed in full at most every
+//! in full. A refresh that sums some providers again between two counts moves the
+//! count's mark past the rows inserted since, so a claim it saw and that is deleted
+//! before the next count still shows as a deletion. A cloud that only gains
+//! allocations is summed in full at most every
 //! [`FULL_SUM_AT_LEAST_EVERY`]. Each refresh reads one consistent snapshot.
 
 use super::model::{Inventory, NameTable, Provider, ProviderIndex, ReadMarks};
@@ -458,6 +461,21 @@ impl IndexLoader {
             }
         }
 
+        // The usages about to be summed again may include rows past the mark: the mark
+        // takes them in, or a claim seen here and deleted before the next count would
+        // leave that count equal to the mark and the deletion unseen. Only the rows
+        // past the mark's highest id are counted (a range of the primary key).
+        if !due && !full_sum && !changed.is_empty() {
+            let row = sqlx::query(
+                "SELECT CAST(COUNT(*) AS SIGNED) AS n, CAST(COALESCE(MAX(id), 0) AS SIGNED) AS top \
+                 FROM allocations WHERE id > ?",
+            )
+            .bind(allocation_mark.1)
+            .fetch_one(&mut *tx)
+            .await?;
+            let (past, top): (i64, i64) = (row.try_get("n")?, row.try_get("top")?);
+            allocation_mark = (allocation_mark.0 + past, allocation_mark.1.max(top));
+        }
         let previous = known.marks;
         let usages = if full_sum {
             UsageRead::Full(sum_usages(&mut tx, "").await?)
