@@ -28,6 +28,7 @@
 pub mod app;
 pub mod config;
 pub mod filters;
+pub mod hardware;
 pub mod host_fit;
 pub mod manager;
 pub mod model;

@@ -26,8 +26,8 @@
 //! `RequestFilterFailed` (answered NoValidHost) or another exception
 //! (`FlavorImageConflict`, `Invalid`, ...) that fails the call as in nova.
 
+use crate::hardware::{self, RequestError};
 use crate::model::{Destination, ImageMeta, RequestSpec};
-use crate::placement::resource_request::{hardware, RequestError};
 use crate::placement::{QueryOptions, ResourceRequest};
 use crate::state::HostStateStore;
 use serde_json::Value;
