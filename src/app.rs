@@ -91,7 +91,11 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
             .compute
             .packing_host_numa_cells_allocation_strategy,
     };
-    let filters = build_chain(&fs.enabled_filters, &filter_config);
+    let filters = build_chain(&fs.enabled_filters, &filter_config).map(|chain| {
+        chain.on_filtered(|filter, hosts_in, hosts_out| {
+            crate::observe::metrics().filter(filter, hosts_in, hosts_out)
+        })
+    });
     let weigher_config = WeigherConfig {
         ram_weight_multiplier: fs.ram_weight_multiplier,
         cpu_weight_multiplier: fs.cpu_weight_multiplier,

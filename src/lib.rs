@@ -5,29 +5,41 @@
 //! Under everything, [`py`]: Python's value semantics (`int()`, `repr()`, `json`, set
 //! order, PEP 440, oslo.versionedobjects primitives), depending on nothing else here.
 //!
-//! The decision core is pure (no I/O, no async) and depends only on `model` and `py`:
+//! The decision core is pure (no I/O, no async) and imports no edge (a test holds it
+//! to that, `tests/core/layers.rs`):
 //! - [`model`]: plain data decoded from nova's versioned objects and database rows
-//!   (`RequestSpec`, `HostState`, `Selection`).
+//!   (`RequestSpec`, `HostState`, `Selection`), and nova's field enumerations.
+//! - [`numa`]: host and instance NUMA topologies, their fit and usage (`virt/hardware.py`'s
+//!   NUMA half).
+//! - [`pci`]: PCI device pools, PCI requests and `[pci] alias`, as nova's `pci/` package.
+//! - [`hardware`]: the flavor and image constraint readers of nova's `virt/hardware.py`.
+//! - [`host_fit`]: a request's NUMA and PCI fit on a host state, and its consumption.
 //! - [`filters`]: one nova host filter per file behind the `HostFilter` trait, plus the chain.
 //! - [`weighers`]: one nova weigher per file behind the `HostWeigher` trait, plus nova's
 //!   normalization and the weight handler.
-//! - [`pci`]: PCI device pools, PCI requests and `[pci] alias`, as nova's `pci/` package.
-//! - [`scheduler`]: filter → weigh → pick → consume, per instance, with alternates.
+//! - [`scheduler`]: filter → weigh → pick → claim → consume, per instance, with alternates.
 //!
 //! The edges do the I/O and map it to and from the model:
 //! - [`config`]: nova.conf with oslo.config semantics, typed sections with nova's defaults.
 //! - [`rpc`]: the oslo.messaging rabbit driver's server side (lapin).
 //! - [`state`]: host states from nova's API and cell databases (sqlx, MySQL).
-//! - [`placement`]: the Placement API (allocation candidates, claims).
+//! - [`placement`]: the Placement API (allocation candidates, claims), nova's resource
+//!   request, the provider index.
 //! - [`notifications`]: the scheduler's legacy and versioned notifications (payloads).
 //! - [`manager`]: nova's `SchedulerManager` RPC endpoint: `select_destinations`.
+//! - [`observe`]: metrics, liveness and readiness, the HTTP listener, the `explain` client.
+//! - [`telemetry`]: oslo.log's options (files, journal, syslog, JSON) as a tracing subscriber.
 //! - [`app`]: wiring and process life.
+//!
+//! And the operator's offline tools over the core: [`simulate`] (the demo cloud) and
+//! [`tools`] (`capacity`, `snapshot`, decisions with in-memory claims).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
 pub mod app;
 pub mod config;
 pub mod filters;
+pub mod hardware;
 pub mod host_fit;
 pub mod manager;
 pub mod model;

@@ -460,7 +460,7 @@ impl SchedulerManager {
             return Ok(Asked::default());
         }
         let mark = Instant::now();
-        request_filter::process(spec, &self.store, &self.options.prefilters)
+        request_filter::process(spec, &*self.store, &self.options.prefilters)
             .await
             .map_err(request_filter::PrefilterError::into_remote)?;
         phases.prefilters = mark.elapsed();

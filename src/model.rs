@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod allocation_candidate;
+pub mod fields;
 pub mod host_state;
 pub mod request_spec;
 pub mod request_spec_legacy;

@@ -6,16 +6,19 @@
 //! decision (a failed claim moves on to the next host), so they go through the
 //! [`Claimer`] trait, implemented over Placement at the edge and in memory in tests.
 //! No tokio, sqlx or lapin here; randomness comes from the caller's RNG.
+//!
+//! The loop (sort, claim first, consume, alternates) is written once, in `decide`,
+//! over a host source: the host states copied for the request (`host_list`, every
+//! candidate filtered and weighed) or the warm cache's host table (`indexed`, only
+//! the first hosts of each list looked at).
 
+mod decide;
 pub mod explain;
+mod host_list;
 mod indexed;
 pub mod reference;
-mod row_candidates;
-pub mod table;
-mod weigh_index;
 
-pub use row_candidates::RowCandidates;
-pub use table::HostTable;
+pub use indexed::{HostTable, RowCandidates};
 
 use crate::filters::{Consumed, FilterChain, FilterRequest};
 use crate::model::{HostState, RequestSpec};
@@ -318,136 +321,17 @@ impl Scheduler {
     /// from one instance to the next (see [`schedule`](Self::schedule)).
     async fn schedule_with<C: Claimer, R: Rng + ?Sized>(
         &self,
-        mut hosts: Vec<HostState>,
-        mut req: ScheduleRequest,
+        hosts: Vec<HostState>,
+        req: ScheduleRequest,
         claimer: &mut C,
         rng: &mut R,
         incremental: bool,
     ) -> Result<ScheduleOutcome, ScheduleError> {
-        let RequestShape {
-            num_instances,
-            num_alts,
-            claiming,
-            iterations,
-        } = self.shape_of(&req);
-        let mut candidates: Vec<usize> = (0..hosts.len()).collect();
-        let mut selected: Vec<Destination> = Vec::new();
-        let mut claimed: Vec<String> = Vec::new();
-        let mut last_index = 0;
-        let mut cache = WeighCache::default();
-        // What changed since the previous instance's sort (None: first sort).
-        let mut consumed: Option<Consumed> = None;
-        for num in 0..iterations {
-            if let Err(e) = claimer.before_instance().await {
-                claimer.release(&claimed).await?;
-                return Err(e.into());
-            }
-            last_index = num;
-            let uuid = req
-                .instance_uuids
-                .as_ref()
-                .and_then(|u| u.get(num))
-                .cloned();
-            if let Some(u) = &uuid {
-                req.spec.instance_uuid = Some(u.clone());
-            }
-            candidates = self.sorted_hosts_after(
-                &mut hosts,
-                &candidates,
-                &req.spec,
-                num,
-                req.now,
-                rng,
-                incremental.then_some((&mut cache, consumed)),
-            )?;
-            if candidates.is_empty() {
-                break;
-            }
-            let pick = if claiming {
-                let uuid = uuid.clone().unwrap_or_default();
-                match self.claim_first(&hosts, &candidates, &uuid, claimer).await {
-                    Ok(Some(pick)) => {
-                        claimed.push(uuid);
-                        pick
-                    }
-                    Ok(None) => {
-                        debug!("Unable to successfully claim against any host.");
-                        break;
-                    }
-                    Err(e) => {
-                        // nova leaves earlier claims behind here; we release them.
-                        claimer.release(&claimed).await?;
-                        return Err(e.into());
-                    }
-                }
-            } else {
-                Destination {
-                    host: candidates[0],
-                    allocation_request: None,
-                }
-            };
-            self.consume(
-                &mut hosts[pick.host],
-                &mut req.spec,
-                uuid.as_deref(),
-                req.now,
-            );
-            consumed = Some(Consumed {
-                consumed: Some(pick.host),
-            });
-            selected.push(pick);
+        let source = host_list::HostList::new(self, hosts, req.now, incremental);
+        match self.decide(source, req, claimer, rng).await {
+            decide::Decided::Done(outcome) => outcome,
+            decide::Decided::Declined(_, never) => match never {},
         }
-        if selected.len() < num_instances {
-            debug!(
-                hosts = selected.len(),
-                required = num_instances,
-                "There are not enough hosts available"
-            );
-            claimer.release(&claimed).await?;
-            return Err(ScheduleError::NoValidHost {
-                reason: "There are not enough hosts available.".into(),
-            });
-        }
-        if last_index > 0 && num_alts > 0 {
-            candidates = self.sorted_hosts_after(
-                &mut hosts,
-                &candidates,
-                &req.spec,
-                last_index,
-                req.now,
-                rng,
-                incremental.then_some((&mut cache, consumed)),
-            )?;
-        }
-        let destinations = self.with_alternates(&hosts, &candidates, selected, num_alts, claiming);
-        Ok(ScheduleOutcome {
-            destinations,
-            hosts,
-            claimed,
-        })
-    }
-
-    /// Walks the sorted hosts and claims the first candidate of the first host that accepts.
-    async fn claim_first<C: Claimer>(
-        &self,
-        hosts: &[HostState],
-        sorted: &[usize],
-        uuid: &str,
-        claimer: &mut C,
-    ) -> Result<Option<Destination>, ClaimError> {
-        for &i in sorted {
-            let Some(candidate) = hosts[i].allocation_candidates.first() else {
-                debug!(host = %hosts[i].host, "host has no allocation candidate left; skipped");
-                continue;
-            };
-            if claimer.claim(uuid, &hosts[i], candidate.json()).await? {
-                return Ok(Some(Destination {
-                    host: i,
-                    allocation_request: Some(candidate.json().clone()),
-                }));
-            }
-        }
-        Ok(None)
     }
 
     /// nova's `consume_from_request` + `_consume_selected_host`.
@@ -508,48 +392,6 @@ impl Scheduler {
                 }
             }
         }
-    }
-
-    /// nova's `_get_alternate_hosts`: each selection plus up to `num_alts` hosts of
-    /// the same cell that were not selected for this request (and still have a
-    /// candidate, on the Placement path), each with its first candidate.
-    fn with_alternates(
-        &self,
-        hosts: &[HostState],
-        sorted: &[usize],
-        selected: Vec<Destination>,
-        num_alts: usize,
-        placement: bool,
-    ) -> Vec<Vec<Destination>> {
-        let chosen: BTreeSet<usize> = selected.iter().map(|d| d.host).collect();
-        selected
-            .into_iter()
-            .map(|main| {
-                let cell = hosts[main.host].cell_uuid.clone();
-                let mut list = vec![main];
-                for &i in sorted {
-                    if list.len() > num_alts {
-                        break;
-                    }
-                    if hosts[i].cell_uuid != cell || chosen.contains(&i) {
-                        continue;
-                    }
-                    let allocation_request = if placement {
-                        match hosts[i].allocation_candidates.first() {
-                            Some(c) => Some(c.json().clone()),
-                            None => continue,
-                        }
-                    } else {
-                        None
-                    };
-                    list.push(Destination {
-                        host: i,
-                        allocation_request,
-                    });
-                }
-                list
-            })
-            .collect()
     }
 }
 

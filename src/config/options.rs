@@ -209,7 +209,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("filter_scheduler", "build_failure_weight_multiplier", Float, "1000000.0", "BuildFailureWeigher multiplier."),
     opt("filter_scheduler", "cross_cell_move_weight_multiplier", Float, "1000000.0", "CrossCellWeigher multiplier."),
     opt("filter_scheduler", "shuffle_best_same_weighed_hosts", Bool, "false", "Shuffle hosts of equal best weight."),
-    opt("filter_scheduler", "image_properties_default_architecture", Str, "<None>", "Architecture assumed for images without one (x86_64, aarch64, ...).").choices(super::scheduler::ARCHITECTURES),
+    opt("filter_scheduler", "image_properties_default_architecture", Str, "<None>", "Architecture assumed for images without one (x86_64, aarch64, ...).").choices(crate::model::fields::ARCHITECTURES),
     opt("filter_scheduler", "isolated_images", List, "", "IsolatedHostsFilter: images that may only run on isolated hosts."),
     opt("filter_scheduler", "isolated_hosts", List, "", "IsolatedHostsFilter: hosts that only run isolated images."),
     opt("filter_scheduler", "restrict_isolated_hosts_to_isolated_images", Bool, "true", "IsolatedHostsFilter: isolated hosts take only isolated images."),

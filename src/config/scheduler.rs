@@ -4,6 +4,8 @@
 use super::error::ConfigError;
 use super::ini::RawConfig;
 use super::reader::Reader;
+pub use crate::filters::registry::DEFAULT_ENABLED_FILTERS;
+use crate::model::fields::ARCHITECTURES;
 
 /// `[scheduler]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,54 +62,6 @@ impl SchedulerSection {
     }
 }
 
-/// nova's default `[filter_scheduler] enabled_filters`.
-pub const DEFAULT_ENABLED_FILTERS: &[&str] = &[
-    "ComputeFilter",
-    "ComputeCapabilitiesFilter",
-    "ImagePropertiesFilter",
-    "ServerGroupAntiAffinityFilter",
-    "ServerGroupAffinityFilter",
-];
-
-/// Architecture names nova knows (`nova.virt.arch.ALL`), the choices of
-/// `image_properties_default_architecture`.
-pub const ARCHITECTURES: &[&str] = &[
-    "alpha",
-    "armv6",
-    "armv7l",
-    "armv7b",
-    "aarch64",
-    "cris",
-    "i686",
-    "ia64",
-    "lm32",
-    "m68k",
-    "microblaze",
-    "microblazeel",
-    "mips",
-    "mipsel",
-    "mips64",
-    "mips64el",
-    "openrisc",
-    "parisc",
-    "parisc64",
-    "ppc",
-    "ppcle",
-    "ppc64",
-    "ppc64le",
-    "ppcemb",
-    "s390",
-    "s390x",
-    "sh4",
-    "sh4eb",
-    "sparc",
-    "sparc64",
-    "unicore32",
-    "x86_64",
-    "xtensa",
-    "xtensaeb",
-];
-
 /// `[filter_scheduler]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FilterSchedulerSection {
@@ -154,7 +108,7 @@ pub struct FilterSchedulerSection {
     /// Shuffle hosts of equal best weight.
     pub shuffle_best_same_weighed_hosts: bool,
     /// Architecture assumed for images without `hw_architecture` (one of
-    /// [`ARCHITECTURES`]).
+    /// [`ARCHITECTURES`](crate::model::fields::ARCHITECTURES)).
     pub image_properties_default_architecture: Option<String>,
     /// IsolatedHostsFilter: images that may only run on isolated hosts.
     pub isolated_images: Vec<String>,

@@ -3,11 +3,9 @@
 //! that names an image property the image sets (truthy), the property's `str()` must
 //! be one of the key's comma-separated values.
 
-use super::image_properties_filter::{
-    canonical_architecture, canonical_hv_type, canonical_vm_mode,
-};
 use super::utils::aggregate_metadata_get_by_host;
 use super::{FilterRequest, HostFilter};
+use crate::model::fields::{canonical_architecture, canonical_hv_type, canonical_vm_mode};
 use crate::model::{HostState, RequestSpec};
 use crate::py;
 use crate::py::int::PyInt;

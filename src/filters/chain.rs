@@ -20,7 +20,12 @@ pub struct FilterStep {
 /// The enabled filters, in `enabled_filters` order.
 pub struct FilterChain {
     filters: Vec<Box<dyn HostFilter>>,
+    /// Told each filter's hosts in and out as it runs (the daemon's metrics).
+    on_filtered: Option<OnFiltered>,
 }
+
+/// A filter's name, the hosts it was given and the hosts it kept.
+pub type OnFiltered = fn(&'static str, usize, usize);
 
 impl std::fmt::Debug for FilterChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -29,8 +34,17 @@ impl std::fmt::Debug for FilterChain {
 }
 
 impl FilterChain {
+    /// The chain, telling `on_filtered` what each filter kept.
+    pub fn on_filtered(mut self, on_filtered: OnFiltered) -> Self {
+        self.on_filtered = Some(on_filtered);
+        self
+    }
+
     pub fn new(filters: Vec<Box<dyn HostFilter>>) -> Self {
-        FilterChain { filters }
+        FilterChain {
+            filters,
+            on_filtered: None,
+        }
     }
 
     pub fn names(&self) -> Vec<&'static str> {
@@ -147,8 +161,8 @@ impl FilterChain {
                 let mut kept = keep.into_iter();
                 current.retain(|_| kept.next().unwrap_or(false));
             }
-            if !skip {
-                crate::observe::metrics().filter(filter.name(), start, current.len());
+            if let Some(tell) = self.on_filtered.filter(|_| !skip) {
+                tell(filter.name(), start, current.len());
             }
             history.push(FilterStep {
                 filter: filter.name(),

@@ -8,6 +8,7 @@
 //! PEP 440 `Version` (the versions nova 34's venv pins), in [`crate::py::version`].
 
 use super::{FilterRequest, HostFilter};
+use crate::model::fields::{canonical_architecture, canonical_hv_type, canonical_vm_mode};
 use crate::model::{HostState, RequestSpec};
 use crate::py;
 use crate::py::version::VersionPredicate;
@@ -208,80 +209,6 @@ fn convert_version_to_str(version: i64) -> Result<String, PyError> {
     }
     parts.reverse();
     Ok(parts.join("."))
-}
-
-/// nova's `fields.Architecture.ALL` (also the choices of
-/// `image_properties_default_architecture`).
-pub use crate::config::scheduler::ARCHITECTURES;
-
-/// nova's `fields.HVType.ALL`.
-pub const HV_TYPES: &[&str] = &[
-    "baremetal",
-    "bhyve",
-    "docker",
-    "fake",
-    "hyperv",
-    "ironic",
-    "kqemu",
-    "kvm",
-    "lxc",
-    "lxd",
-    "openvz",
-    "parallels",
-    "phyp",
-    "qemu",
-    "test",
-    "uml",
-    "vbox",
-    "vz",
-    "vmware",
-    "xen",
-    "zvm",
-    "prsm",
-];
-
-/// nova's `fields.VMMode.ALL`.
-pub const VM_MODES: &[&str] = &["hvm", "xen", "uml", "exe"];
-
-/// `fields.Architecture.canonicalize` (Python's Unicode `lower()`).
-pub fn canonical_architecture(name: &str) -> Result<String, PyError> {
-    let lower = name.to_lowercase();
-    let canonical = match lower.as_str() {
-        "i386" | "i486" | "i586" | "x86_32" | "x86_32p" => "i686".to_string(),
-        "amd64" => "x86_64".to_string(),
-        _ => lower,
-    };
-    valid(canonical, ARCHITECTURES, "InvalidArchitectureName", name)
-}
-
-/// `fields.HVType.canonicalize`.
-pub fn canonical_hv_type(name: &str) -> Result<String, PyError> {
-    let lower = name.to_lowercase();
-    let canonical = if lower == "xapi" {
-        "xen".to_string()
-    } else {
-        lower
-    };
-    valid(canonical, HV_TYPES, "InvalidHypervisorVirtType", name)
-}
-
-/// `fields.VMMode.canonicalize`.
-pub fn canonical_vm_mode(name: &str) -> Result<String, PyError> {
-    let lower = name.to_lowercase();
-    let canonical = match lower.as_str() {
-        "pv" => "xen".to_string(),
-        "hv" | "baremetal" => "hvm".to_string(),
-        _ => lower,
-    };
-    valid(canonical, VM_MODES, "InvalidVirtualMachineMode", name)
-}
-
-fn valid(canonical: String, all: &[&str], exc: &str, name: &str) -> Result<String, PyError> {
-    if all.contains(&canonical.as_str()) {
-        Ok(canonical)
-    } else {
-        Err(PyError::value_error(format!("{exc}: {name:?}")))
-    }
 }
 
 #[cfg(test)]

@@ -91,6 +91,15 @@ impl Default for FilterConfig {
 
 type Factory = fn(&FilterConfig) -> Box<dyn HostFilter>;
 
+/// nova's default `[filter_scheduler] enabled_filters`.
+pub const DEFAULT_ENABLED_FILTERS: &[&str] = &[
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+];
+
 /// Sorted by name; one line per filter.
 const REGISTRY: &[(&str, Factory)] = &[
     (AggregateImagePropertiesIsolation::NAME, |c| {
@@ -380,7 +389,7 @@ mod tests {
         );
         for (name, _, _) in LEGACY {
             assert!(
-                !crate::config::scheduler::DEFAULT_ENABLED_FILTERS.contains(name),
+                !DEFAULT_ENABLED_FILTERS.contains(name),
                 "{name} is on by default"
             );
         }

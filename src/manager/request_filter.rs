@@ -21,15 +21,17 @@
 //!     13. `tpm_secret_security_filter` — always
 //! 14. `owner_nova_filter` — always, once every nova-compute is at version ≥ 73.
 //!
-//! The filters that read the API database do it through `state` (one query each, as
-//! nova's run per request). Each filter returns `Err` where nova's raises: a
+//! The filters that read the API database or the cells' service versions do it
+//! through a [`RequestFilterSource`]: the daemon's [`HostStateStore`] (one query each,
+//! as nova's run per request), or a snapshot for the offline tools, so that both run
+//! the one list in [`process`]. Each filter returns `Err` where nova's raises: a
 //! `RequestFilterFailed` (answered NoValidHost) or another exception
 //! (`FlavorImageConflict`, `Invalid`, ...) that fails the call as in nova.
 
+use crate::hardware::{self, RequestError};
 use crate::model::{Destination, ImageMeta, RequestSpec};
-use crate::placement::resource_request::{hardware, RequestError};
 use crate::placement::{QueryOptions, ResourceRequest};
-use crate::state::HostStateStore;
+use crate::state::{HostStateStore, StateError};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use tracing::{debug, warn};
@@ -111,10 +113,57 @@ pub(super) fn db_error(what: &str, e: impl std::fmt::Display) -> PrefilterError 
     PrefilterError::Database(format!("{what}: {e}"))
 }
 
+/// What the request filters read besides the request.
+#[allow(async_fn_in_trait)]
+pub trait RequestFilterSource {
+    type Error: std::fmt::Display;
+    /// Uuids of the aggregates whose `availability_zone` metadata is `az`, by id.
+    async fn aggregate_uuids_for_az(&self, az: &str) -> Result<Vec<String>, Self::Error>;
+    /// `(aggregate uuid, metadata key)` of the metadata rows whose value is `value`.
+    async fn aggregates_with_metadata_value(
+        &self,
+        value: &str,
+    ) -> Result<Vec<(String, String)>, Self::Error>;
+    /// Uuids of the aggregates that require (`trait:<T> = required`) a trait whose
+    /// key is not among `keys`.
+    async fn aggregates_requiring_traits_other_than(
+        &self,
+        keys: &[String],
+    ) -> Result<BTreeSet<String>, Self::Error>;
+    /// The minimum version of the live nova-compute services (`None`: none known).
+    async fn min_compute_service_version(&self) -> Option<i64>;
+}
+
+impl RequestFilterSource for HostStateStore {
+    type Error = StateError;
+
+    async fn aggregate_uuids_for_az(&self, az: &str) -> Result<Vec<String>, StateError> {
+        HostStateStore::aggregate_uuids_for_az(self, az).await
+    }
+
+    async fn aggregates_with_metadata_value(
+        &self,
+        value: &str,
+    ) -> Result<Vec<(String, String)>, StateError> {
+        HostStateStore::aggregates_with_metadata_value(self, value).await
+    }
+
+    async fn aggregates_requiring_traits_other_than(
+        &self,
+        keys: &[String],
+    ) -> Result<BTreeSet<String>, StateError> {
+        HostStateStore::aggregates_requiring_traits_other_than(self, keys).await
+    }
+
+    async fn min_compute_service_version(&self) -> Option<i64> {
+        HostStateStore::min_compute_service_version(self).await
+    }
+}
+
 /// nova's `process_reqspec`: every request filter, in order, on the spec.
-pub async fn process(
+pub async fn process<S: RequestFilterSource>(
     spec: &mut RequestSpec,
-    store: &HostStateStore,
+    store: &S,
     opts: &PrefilterOptions,
 ) -> Result<(), PrefilterError> {
     require_tenant_aggregate(spec, store, opts).await?;
@@ -142,9 +191,9 @@ fn destination(spec: &mut RequestSpec) -> &mut Destination {
 /// `require_tenant_aggregate`: aggregates with a `filter_tenant_id*` metadata row
 /// whose value is the project (nova's `AggregateList.get_by_metadata(value=...)`
 /// loads only the matching rows, then tests the key prefix in Python).
-pub async fn require_tenant_aggregate(
+pub async fn require_tenant_aggregate<S: RequestFilterSource>(
     spec: &mut RequestSpec,
-    store: &HostStateStore,
+    store: &S,
     opts: &PrefilterOptions,
 ) -> Result<(), PrefilterError> {
     if !opts.limit_tenants_to_placement_aggregate {
@@ -174,9 +223,9 @@ pub async fn require_tenant_aggregate(
 }
 
 /// `map_az_to_placement_aggregate`: nothing added when no aggregate has the AZ.
-pub async fn map_az_to_placement_aggregate(
+pub async fn map_az_to_placement_aggregate<S: RequestFilterSource>(
     spec: &mut RequestSpec,
-    store: &HostStateStore,
+    store: &S,
 ) -> Result<(), PrefilterError> {
     let Some(az) = spec.availability_zone.clone().filter(|az| !az.is_empty()) else {
         return Ok(());
@@ -195,9 +244,9 @@ pub async fn map_az_to_placement_aggregate(
 
 /// `isolate_aggregates`: forbid aggregates that require (`trait:<T>=required`) a
 /// trait the request does not ask for (`AggregateList.get_non_matching_by_metadata_keys`).
-pub async fn isolate_aggregates(
+pub async fn isolate_aggregates<S: RequestFilterSource>(
     spec: &mut RequestSpec,
-    store: &HostStateStore,
+    store: &S,
     opts: &PrefilterOptions,
 ) -> Result<(), PrefilterError> {
     if !opts.enable_isolated_aggregate_filtering {
@@ -228,7 +277,7 @@ fn remote_managed_ports_filter(spec: &RequestSpec) {
 }
 
 /// `owner_nova_filter`.
-async fn owner_nova_filter(spec: &mut RequestSpec, store: &HostStateStore) {
+async fn owner_nova_filter<S: RequestFilterSource>(spec: &mut RequestSpec, store: &S) {
     if spec
         .request_level_params
         .root_required

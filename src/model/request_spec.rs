@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `RequestSpec` (1.x) and the objects nested in it, decoded from nova's primitives.
 //!
-//! Decoding is tolerant as the issue on wire fidelity asks: any 1.x version, missing
+//! Decoding is tolerant, as nova's own object loading is: any 1.x version, missing
 //! fields take nova's lazy defaults, unknown fields are ignored. Objects the core does
 //! not interpret yet (NUMA topology, PCI requests) are kept as raw JSON.
 

@@ -22,8 +22,8 @@
 //!    target host/node, no `limit` with affinity hints, `group_policy=none` when
 //!    groups from outside the flavor would otherwise make Placement answer 400.
 
-pub mod hardware;
-
+use crate::hardware;
+pub use crate::hardware::RequestError;
 use crate::model::{RequestGroup, RequestSpec};
 use crate::placement::query::QueryOptions;
 use crate::py::int::PyInt;
@@ -56,41 +56,6 @@ pub const STANDARD_RESOURCE_CLASSES: [&str; 21] = [
 
 /// Hints that make nova drop `limit` (affinity needs every candidate).
 const UNLIMITED_HINTS: [&str; 3] = ["group", "same_host", "different_host"];
-
-/// An exception nova would raise while building the request: its class name (in
-/// `nova.exception`, or the built-in `ValueError`) and `str(exc)`. It fails the
-/// whole `select_destinations` call, as in nova.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct RequestError {
-    pub class: &'static str,
-    pub message: String,
-}
-
-impl RequestError {
-    pub fn new(class: &'static str, message: impl Into<String>) -> Self {
-        RequestError {
-            class,
-            message: message.into(),
-        }
-    }
-
-    /// The HTTP-ish `code` nova's exception class carries.
-    pub fn code(&self) -> u16 {
-        match self.class {
-            "ImageCPUPinningForbidden"
-            | "ImageCPUThreadPolicyForbidden"
-            | "ImagePCINUMAPolicyForbidden" => 403,
-            "FlavorImageConflict" | "RequestGroupSuffixConflict" | "NoValidHost" => 500,
-            _ => 400,
-        }
-    }
-
-    /// True for `ValueError`, a Python built-in rather than a nova exception.
-    pub fn is_builtin(&self) -> bool {
-        self.class == "ValueError"
-    }
-}
 
 /// A compute node found for a target host/node (`get_compute_nodes_by_host_or_node`).
 #[derive(Debug, Clone, PartialEq, Eq)]

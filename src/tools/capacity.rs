@@ -231,7 +231,7 @@ pub async fn report(args: &CapacityArgs, config: Config) -> Result<CapacityRepor
         read_only: super::READ_ONLY.to_string(),
     };
     // nova's request filters, then the candidates question, once.
-    if let Err(e) = request_filter::process(&mut spec, &live.store, &live.prefilters).await {
+    if let Err(e) = request_filter::process(&mut spec, &*live.store, &live.prefilters).await {
         report.stopped = e.to_string();
         return Ok(report);
     }

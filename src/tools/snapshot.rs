@@ -8,17 +8,17 @@
 //! URL, password or token is written.
 //!
 //! `nova-scheduler-rs simulate --snapshot FILE`: requests replayed offline on it
-//! with nova.conf's filters and weighers: the request filters that read nothing
-//! but the request and the snapshot, the candidates computed as the provider index
+//! with nova.conf's filters and weighers: nova's request filters (reading the
+//! snapshot's aggregates and minimum compute version), the candidates computed as the provider index
 //! computes them, claims recorded in memory, host states consumed decision after
 //! decision as the daemon's cache keeps them.
 
 use super::plan::{by_provider, Planner};
 use super::{boot_spec, describe_flavor, find_flavor, read_flavors, FlavorRecord, Live, READ_ONLY};
 use crate::config::{Config, SimulateArgs, SnapshotArgs};
-use crate::manager::request_filter::{self, PrefilterError, RequestFailure};
+use crate::manager::request_filter;
 use crate::manager::PrefilterOptions;
-use crate::model::{Flavor, RequestSpec};
+use crate::model::{Aggregate, Flavor, RequestSpec};
 use crate::placement::index::model::NameTable;
 use crate::placement::index::{local_candidates, Inventory, LocalRequest, Provider, ProviderIndex};
 use crate::placement::resource_request::resources_from_request_spec;
@@ -28,14 +28,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
 
 /// The `format` of the files this version writes and reads.
 pub const FORMAT: &str = "nova-scheduler-rs snapshot 1";
-
-/// nova's `OWNER_NOVA` request filter needs every nova-compute at this version.
-const OWNER_NOVA_MIN_COMPUTE_VERSION: i64 = 73;
 
 /// One snapshot file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -404,46 +402,64 @@ impl SimRequest {
     }
 }
 
-/// nova's request filters, offline: those that read only the request, plus the
-/// availability-zone mapping and OWNER_NOVA from the snapshot. The tenant and
-/// isolated-aggregate filters (off by default) are not applied, with a warning.
-fn request_filters(
-    spec: &mut RequestSpec,
-    snapshot: &Snapshot,
-    opts: &PrefilterOptions,
-) -> Result<(), PrefilterError> {
-    if let Some(az) = spec.availability_zone.clone().filter(|az| !az.is_empty()) {
-        let uuids: Vec<String> = snapshot
-            .state
+/// The request filters read the snapshot's aggregates and minimum compute version
+/// as the daemon reads the API and cell databases (MySQL's comparisons, which ignore
+/// case, included).
+impl request_filter::RequestFilterSource for StateSnapshot {
+    type Error = std::convert::Infallible;
+
+    async fn aggregate_uuids_for_az(&self, az: &str) -> Result<Vec<String>, Infallible> {
+        let mut found: Vec<&Aggregate> = self
             .aggregates
             .iter()
-            .filter(|a| a.availability_zone() == Some(az.as_str()))
-            .map(|a| a.uuid.clone())
+            .filter(|a| a.availability_zone().is_some_and(|z| same_text(z, az)))
             .collect();
-        if !uuids.is_empty() {
-            spec.requested_destination
-                .get_or_insert_with(Default::default)
-                .aggregates
-                .push(uuids.join(","));
-        }
+        found.sort_by_key(|a| a.id);
+        Ok(found.into_iter().map(|a| a.uuid.clone()).collect())
     }
-    request_filter::require_image_type_support(spec, opts.query_placement_for_image_type_support);
-    request_filter::compute_status_filter(spec);
-    request_filter::transform_image_metadata(spec, opts.image_metadata_prefilter);
-    request_filter::accelerators_filter(spec);
-    let failed = |r: Result<bool, RequestFailure>| r.map(|_| ()).map_err(PrefilterError::from);
-    failed(request_filter::packed_virtqueue_filter(spec))?;
-    failed(request_filter::ephemeral_encryption_filter(spec))?;
-    failed(request_filter::virtio_sound_filter(spec))?;
-    failed(request_filter::tpm_secret_security_filter(spec))?;
-    if snapshot
-        .state
-        .min_compute_service_version
-        .is_some_and(|v| v >= OWNER_NOVA_MIN_COMPUTE_VERSION)
-    {
-        request_filter::require_owner_nova(spec);
+
+    async fn aggregates_with_metadata_value(
+        &self,
+        value: &str,
+    ) -> Result<Vec<(String, String)>, Infallible> {
+        Ok(self
+            .aggregates
+            .iter()
+            .flat_map(|a| {
+                a.metadata
+                    .iter()
+                    .filter(|(_, v)| same_text(v, value))
+                    .map(|(k, _)| (a.uuid.clone(), k.clone()))
+            })
+            .collect())
     }
-    Ok(())
+
+    async fn aggregates_requiring_traits_other_than(
+        &self,
+        keys: &[String],
+    ) -> Result<BTreeSet<String>, Infallible> {
+        Ok(self
+            .aggregates
+            .iter()
+            .filter(|a| {
+                a.metadata.iter().any(|(k, v)| {
+                    same_text(v, "required")
+                        && k.get(..6).is_some_and(|p| same_text(p, "trait:"))
+                        && !keys.iter().any(|key| same_text(key, k))
+                })
+            })
+            .map(|a| a.uuid.clone())
+            .collect())
+    }
+
+    async fn min_compute_service_version(&self) -> Option<i64> {
+        self.min_compute_service_version
+    }
+}
+
+/// MySQL's `=` under nova's case-insensitive collation, for ASCII text.
+fn same_text(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
 }
 
 /// The candidates of `spec` on `index`, as the provider index answers them (with
@@ -560,7 +576,9 @@ async fn replay(args: &SimulateArgs, path: &Path, config: Config) -> Result<Stri
         let label = describe_flavor(&spec.flavor);
         let n = spec.num_instances as usize;
         let outcome = async {
-            request_filters(&mut spec, &snapshot, &prefilters).map_err(|e| e.to_string())?;
+            request_filter::process(&mut spec, &snapshot.state, &prefilters)
+                .await
+                .map_err(|e| e.to_string())?;
             let found = candidates(&mut spec, &index, &prefilters, max_placement_results)?;
             if found.allocation_requests.is_empty() {
                 return Err("No valid host was found. ".to_string());

@@ -9,9 +9,7 @@
 //! coerces every string into the field's type (and may raise, which fails nova's
 //! whole request). [`props_from_system_metadata`] does the same.
 
-use crate::filters::image_properties_filter::{
-    canonical_architecture, canonical_hv_type, canonical_vm_mode,
-};
+use crate::model::fields::{canonical_architecture, canonical_hv_type, canonical_vm_mode};
 use crate::py;
 use crate::py::str::PyStr;
 use crate::py::version::VersionPredicate;

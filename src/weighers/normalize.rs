@@ -74,7 +74,7 @@ mod tests {
         );
     }
 
-    /// The worked example of the issue: plain min/max versus nova's CPUWeigher floor of 0.
+    /// Plain min/max against nova's CPUWeigher floor of 0, on ten hosts' free vCPUs.
     #[test]
     fn worked_example_min_max_versus_floor() {
         let free = [5.0, 5.0, 10.0, 10.0, 15.0, 20.0, 20.0, 15.0, 10.0, 5.0];

@@ -30,6 +30,7 @@ mod cli;
 mod config_doors;
 mod incremental_core;
 mod indexed_core;
+mod layers;
 mod packaging;
 mod weigher_instance_images;
 mod weigher_pack_spread;

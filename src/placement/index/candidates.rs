@@ -7,7 +7,7 @@
 //! general search over provider trees, sharing providers and granular groups. Pure.
 
 use super::model::{Provider, ProviderIndex};
-use super::request::{FallbackKind, LocalRequest, RequestGroup, Unsupported};
+use super::request::{class_ids, trait_ids, tree_root, LocalRequest, RequestGroup, Unsupported};
 use crate::model::AllocationCandidate;
 use crate::placement::AllocationCandidates;
 use serde_json::{json, Map, Value};
@@ -25,62 +25,6 @@ struct Resolved {
     tree_root: Option<i64>,
     root_required: Vec<i64>,
     root_forbidden: Vec<i64>,
-}
-
-pub(super) fn trait_ids(
-    index: &ProviderIndex,
-    names: &BTreeSet<String>,
-) -> Result<Vec<i64>, Unsupported> {
-    names
-        .iter()
-        .map(|n| {
-            index.traits.id(n).ok_or_else(|| {
-                Unsupported::new(
-                    FallbackKind::NotInIndex,
-                    format!("trait {n} is not in the index"),
-                )
-            })
-        })
-        .collect()
-}
-
-/// `(resource class id, amount)` of a group's resources, in their order.
-pub(super) fn class_ids(
-    index: &ProviderIndex,
-    resources: &[(String, i64)],
-) -> Result<Vec<(i64, i64)>, Unsupported> {
-    resources
-        .iter()
-        .map(|(rc, amount)| {
-            index
-                .resource_classes
-                .id(rc)
-                .map(|id| (id, *amount))
-                .ok_or_else(|| {
-                    Unsupported::new(
-                        FallbackKind::NotInIndex,
-                        format!("resource class {rc} is not in the index"),
-                    )
-                })
-        })
-        .collect()
-}
-
-/// The root of `in_tree`'s provider; an unknown one may be newer than the index.
-pub(super) fn tree_root(
-    index: &ProviderIndex,
-    in_tree: Option<&str>,
-) -> Result<Option<i64>, Unsupported> {
-    in_tree
-        .map(|uuid| {
-            index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
-                Unsupported::new(
-                    FallbackKind::NotInIndex,
-                    format!("in_tree provider {uuid} is not in the index"),
-                )
-            })
-        })
-        .transpose()
 }
 
 fn resolve(

@@ -6,6 +6,7 @@
 //! would refuse (a 400), and the few shapes whose answer Placement leaves to Python's
 //! set order, are [`Unsupported`] and go to Placement.
 
+use super::model::ProviderIndex;
 use std::collections::BTreeSet;
 
 /// One request group: the unsuffixed one (`suffix` empty; its resources may come
@@ -327,4 +328,61 @@ fn parse_member_of(value: &str, req: &mut RequestGroup) -> Result<(), Unsupporte
         req.member_of.push(uuids);
     }
     Ok(())
+}
+
+/// The index's ids of trait `names`; a name not in the index may be newer than it.
+pub(super) fn trait_ids(
+    index: &ProviderIndex,
+    names: &BTreeSet<String>,
+) -> Result<Vec<i64>, Unsupported> {
+    names
+        .iter()
+        .map(|n| {
+            index.traits.id(n).ok_or_else(|| {
+                Unsupported::new(
+                    FallbackKind::NotInIndex,
+                    format!("trait {n} is not in the index"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `(resource class id, amount)` of a group's resources, in their order.
+pub(super) fn class_ids(
+    index: &ProviderIndex,
+    resources: &[(String, i64)],
+) -> Result<Vec<(i64, i64)>, Unsupported> {
+    resources
+        .iter()
+        .map(|(rc, amount)| {
+            index
+                .resource_classes
+                .id(rc)
+                .map(|id| (id, *amount))
+                .ok_or_else(|| {
+                    Unsupported::new(
+                        FallbackKind::NotInIndex,
+                        format!("resource class {rc} is not in the index"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The root of `in_tree`'s provider; an unknown one may be newer than the index.
+pub(super) fn tree_root(
+    index: &ProviderIndex,
+    in_tree: Option<&str>,
+) -> Result<Option<i64>, Unsupported> {
+    in_tree
+        .map(|uuid| {
+            index.provider(uuid).map(|p| p.root_id).ok_or_else(|| {
+                Unsupported::new(
+                    FallbackKind::NotInIndex,
+                    format!("in_tree provider {uuid} is not in the index"),
+                )
+            })
+        })
+        .transpose()
 }

@@ -29,9 +29,11 @@
 //! group satisfied entirely by sharing providers alongside other groups (Placement
 //! keeps one of its equal answers, with an arbitrary anchor). Pure.
 
-use super::candidates::{class_ids, trait_ids, tree_root};
 use super::model::{Provider, ProviderIndex, SHARING_TRAIT};
-use super::request::{FallbackKind, GroupPolicy, LocalRequest, RequestGroup, Unsupported};
+use super::request::{
+    class_ids, trait_ids, tree_root, FallbackKind, GroupPolicy, LocalRequest, RequestGroup,
+    Unsupported,
+};
 use crate::model::allocation_candidate::SpreadAllocations;
 use crate::model::AllocationCandidate;
 use crate::placement::AllocationCandidates;

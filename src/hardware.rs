@@ -1,12 +1,47 @@
 // SPDX-License-Identifier: Apache-2.0
-//! The flavor/image constraint readers of `nova/virt/hardware.py` that the resource
-//! request and the request filters call, with nova's validation and its exception
-//! classes and texts (an error here fails the request as nova's exception would).
+//! nova's `nova/virt/hardware.py`: the flavor/image constraint readers that the
+//! resource request and the request filters call, with nova's validation and its
+//! exception classes and texts (an error here fails the request as nova's exception
+//! would).
 
-use super::RequestError;
 use crate::model::{Flavor, ImageMeta};
 use crate::py;
 use serde_json::Value;
+
+/// An exception nova would raise while building the request: its class name (in
+/// `nova.exception`, or the built-in `ValueError`) and `str(exc)`. It fails the
+/// whole `select_destinations` call, as in nova.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    pub class: &'static str,
+    pub message: String,
+}
+
+impl RequestError {
+    pub fn new(class: &'static str, message: impl Into<String>) -> Self {
+        RequestError {
+            class,
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP-ish `code` nova's exception class carries.
+    pub fn code(&self) -> u16 {
+        match self.class {
+            "ImageCPUPinningForbidden"
+            | "ImageCPUThreadPolicyForbidden"
+            | "ImagePCINUMAPolicyForbidden" => 403,
+            "FlavorImageConflict" | "RequestGroupSuffixConflict" | "NoValidHost" => 500,
+            _ => 400,
+        }
+    }
+
+    /// True for `ValueError`, a Python built-in rather than a nova exception.
+    pub fn is_builtin(&self) -> bool {
+        self.class == "ValueError"
+    }
+}
 
 const CPU_POLICIES: [&str; 3] = ["dedicated", "shared", "mixed"];
 const CPU_THREAD_POLICIES: [&str; 3] = ["prefer", "isolate", "require"];
