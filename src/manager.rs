@@ -32,6 +32,7 @@ mod redelivery;
 pub mod request_filter;
 mod schedule;
 
+pub use encode::ALLOCATION_REQUEST_VERSION;
 pub use request_filter::PrefilterOptions;
 
 use args::SelectArgs;
@@ -56,9 +57,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing::{debug, info, info_span, warn, Instrument};
-
-/// The Placement microversion nova uses for candidates and claims.
-pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
 
 /// Options the manager reads, from nova.conf.
 #[derive(Debug, Clone)]
@@ -589,7 +587,7 @@ impl SchedulerManager {
             .and_then(|s| s["nova_object.data"]["user_id"].as_str())
             .unwrap_or_default()
             .to_string();
-        let waited = ClaimTime::default();
+        let waited = claims::ClaimTime::default();
         let mut claims =
             claims::PlacementClaims::new(&self.placement, None, project_id, user_id, None, &waited)
                 .with_earlier_claims(earlier);
@@ -603,22 +601,6 @@ impl SchedulerManager {
 /// From this many host states on, a request's outcome is freed on a blocking thread;
 /// a smaller one is freed in place.
 const DROP_OFF_PATH_HOSTS: usize = 1000;
-
-/// Time a request's claims (and their release) spent waiting on Placement: the
-/// part of the schedule phase that is not our own work.
-#[derive(Default)]
-pub(crate) struct ClaimTime(AtomicU64);
-
-impl ClaimTime {
-    pub(crate) fn add(&self, since: Instant) {
-        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.0.fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    fn total(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-}
 
 /// What the candidates step found.
 #[derive(Default)]

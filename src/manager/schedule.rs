@@ -5,12 +5,14 @@
 //! new consumers, recording the claims in the index and sending them to Placement
 //! in one `POST /allocations` after the decision.
 
+use super::claims::{self, ClaimTime};
 use super::host_states::RequestHosts;
 use super::read_ahead::AllocationReadAhead;
-use super::{batch_claims, candidates, claims, query, redelivery};
-use super::{ClaimTime, Delivery, SchedulerManager};
+use super::{batch_claims, candidates, redelivery};
+use super::{Delivery, SchedulerManager};
 use crate::model::RequestSpec;
 use crate::placement::index::LiveIndex;
+use crate::placement::query;
 use crate::rpc::RequestContext;
 use crate::scheduler::{ScheduleError, ScheduleOutcome, ScheduleRequest};
 use futures_util::future::BoxFuture;
