@@ -14,7 +14,7 @@ use crate::scheduler::{ScheduleOutcome, Scheduler};
 use chrono::Utc;
 use serde_json::Value;
 use std::time::{Duration, Instant};
-use tracing::info;
+use tracing::{debug, info};
 
 /// How a call reached the manager: what its delivery says beyond its arguments.
 #[derive(Debug, Clone, Copy, Default)]
@@ -196,8 +196,8 @@ impl Call {
             .collect();
     }
 
-    /// The call answered `result`: a NoValidHost explained, the metrics, the done
-    /// (or failed) line, the decision kept in `ring`.
+    /// The call answered `result`: a NoValidHost explained (its one INFO line), the
+    /// metrics, the done (or failed) line, the decision kept in `ring`.
     pub(super) async fn finish(
         self,
         result: &Result<Value, RemoteError>,
@@ -217,6 +217,9 @@ impl Call {
         let elapsed_ms = took.as_millis() as u64;
         match result {
             Ok(_) => self.done(took, totals),
+            Err(e) if outcome == Outcome::NoValidHost => {
+                debug!(elapsed_ms, class = %e.class, message = %e.message, "select_destinations failed")
+            }
             Err(e) => {
                 info!(elapsed_ms, class = %e.class, message = %e.message, "select_destinations failed")
             }
