@@ -12,6 +12,10 @@
 //! cache; `update_instance_info` / `delete_instance_info` / `sync_instance_info` (4.2)
 //! update the instances of the warm host-state cache (without the cache, instances
 //! are read per request and the casts need no state).
+//!
+//! `select_destinations` is nova's steps in nova's order (decode, request filters,
+//! candidates, host states, schedule, notify, encode), so it reads against nova's
+//! `manager.py`; what a call took and decided goes into its record (`call.rs`).
 
 // `Result<_, RemoteError>` is the endpoint's contract (see `rpc::dispatcher`): the
 // error is a few strings and JSON values, built only on failure paths.
@@ -19,6 +23,7 @@
 
 mod args;
 mod batch_claims;
+mod call;
 pub mod candidates;
 mod casts;
 mod claims;
@@ -27,38 +32,40 @@ mod explain;
 #[doc(hidden)]
 pub mod fuzzing;
 mod host_states;
+mod notify;
 mod read_ahead;
 mod redelivery;
 pub mod request_filter;
 mod schedule;
 
+pub use call::Delivery;
+pub use encode::ALLOCATION_REQUEST_VERSION;
 pub use request_filter::PrefilterOptions;
 
 use args::SelectArgs;
+use call::{Call, Phase, RunningTotals};
 use candidates::{AskIndex, AskPlacement, CandidateSource};
-use explain::{CallTrace, CandidatesSeen};
-use host_states::{index_by_provider, FromCache, HostStateSource, ReadPerRequest, RequestHosts};
-use schedule::{Candidates, ClaimBatched, ClaimPath, ClaimPerInstance};
+use explain::{CandidatesSeen, Rerun};
+use host_states::{FromCache, HostStateSource, ReadPerRequest, RequestHosts};
+use notify::Notice;
+use schedule::{Candidates, ClaimBatched, ClaimPath, ClaimPerInstance, Decider};
 
 use crate::model::{AllocationCandidate, RequestSpec};
-use crate::notifications::{NotifiedSpec, Notifier, Phase};
-use crate::observe::metrics::{metrics, CallResult};
+use crate::notifications::Notifier;
+use crate::observe::listener::{DecisionQuery, Explainer};
 use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
-use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
-use crate::state::{Consumption, HostStateCache, HostStateStore};
+use crate::scheduler::{ScheduleOutcome, ScheduleRequest, Scheduler};
+use crate::state::{HostStateCache, HostStateStore};
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use serde_json::{json, Map, Value};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use serde_json::{Map, Value};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
-use tracing::{debug, info, info_span, warn, Instrument};
-
-/// The Placement microversion nova uses for candidates and claims.
-pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
+use tracing::{info_span, warn, Instrument};
 
 /// Options the manager reads, from nova.conf.
 #[derive(Debug, Clone)]
@@ -88,15 +95,6 @@ pub struct ManagerOptions {
     pub decision_ring_size: usize,
 }
 
-/// How a call reached the manager: what its delivery says beyond its arguments.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Delivery {
-    /// When the caller stops waiting; no claim is made after it.
-    pub deadline: Option<Instant>,
-    /// Delivered before to a consumer that did not answer it.
-    pub redelivered: bool,
-}
-
 pub struct SchedulerManager {
     scheduler: Scheduler,
     store: Arc<HostStateStore>,
@@ -118,9 +116,6 @@ pub struct SchedulerManager {
     claim_path: Box<dyn ClaimPath>,
     /// Recent decisions, for `explain`.
     decisions: explain::DecisionRing,
-    /// Requests claimed with one `POST /allocations`, and POSTs Placement refused.
-    batched_claims: AtomicU64,
-    batch_conflicts: AtomicU64,
 }
 
 impl SchedulerManager {
@@ -140,7 +135,9 @@ impl SchedulerManager {
                 store: Arc::clone(&store),
                 system_metadata: options.load_instance_system_metadata,
             }),
-            claim_path: Box::new(ClaimPerInstance),
+            claim_path: Box::new(ClaimPerInstance {
+                read_ahead: options.read_allocations_ahead,
+            }),
             decisions: explain::DecisionRing::new(options.decision_ring_size),
             scheduler,
             store,
@@ -149,8 +146,6 @@ impl SchedulerManager {
             rng: Mutex::new(rng),
             cache: None,
             notifier: None,
-            batched_claims: AtomicU64::new(0),
-            batch_conflicts: AtomicU64::new(0),
         }
     }
 
@@ -184,6 +179,8 @@ impl SchedulerManager {
         self.claim_path = Box::new(ClaimBatched {
             index,
             unsupported: AtomicBool::new(false),
+            batched: Default::default(),
+            conflicts: Default::default(),
         });
         self
     }
@@ -207,292 +204,148 @@ impl SchedulerManager {
         args: &Map<String, Value>,
         delivery: Delivery,
     ) -> Result<Value, RemoteError> {
-        let mut trace = CallTrace {
-            at: Some(Utc::now()),
-            request_id: ctx.request_id().map(str::to_string),
-            global_request_id: ctx.global_request_id().map(str::to_string),
-            claim_mode: "none",
-            ..CallTrace::default()
-        };
+        self.select_destinations_call(ctx, args, delivery, None)
+            .await
+    }
+
+    /// One call, recorded from its arrival to its answer; counted under `version`,
+    /// the RPC envelope's, when it came over RPC.
+    async fn select_destinations_call(
+        &self,
+        ctx: &RequestContext,
+        args: &Map<String, Value>,
+        delivery: Delivery,
+        version: Option<&str>,
+    ) -> Result<Value, RemoteError> {
+        let mut call = Call::new(ctx, version);
         let result = self
-            .select_destinations_traced(ctx, args, delivery, &mut trace)
+            .select_destinations_traced(ctx, args, delivery, &mut call)
             .await;
-        let (outcome, message) = match &result {
-            Ok(_) => ("placed", None),
-            Err(e) if e.class == "NoValidHost" => ("no_valid_host", Some(e.message.clone())),
-            Err(e) => ("error", Some(e.message.clone())),
+        let totals = RunningTotals {
+            candidates: self.candidate_source.counts(),
+            claims: self.claim_path.totals(),
         };
-        self.record_decision(trace, outcome, message).await;
+        call.finish(&result, &self.decisions, self.rerun(), totals)
+            .await;
         result
     }
 
     /// nova's `SchedulerManager.select_destinations`, step by step, noting in
-    /// `trace` what an explanation needs.
+    /// `call` what the metrics, the log and an explanation need.
     async fn select_destinations_traced(
         &self,
         ctx: &RequestContext,
         args: &Map<String, Value>,
         delivery: Delivery,
-        trace: &mut CallTrace,
+        call: &mut Call,
     ) -> Result<Value, RemoteError> {
-        let started = Instant::now();
-        let mut phases = Phases::default();
-        // The notifications are built from the spec primitive, as nova builds them from
-        // its RequestSpec object (4.0–4.2 requests carry no primitive: none is sent).
-        let notifier = self.notifier.as_ref().filter(|n| n.is_active());
-        let raw_spec = notifier.and_then(|_| args.get("spec_obj").cloned());
-        if notifier.is_some() && raw_spec.is_none() {
-            debug!("select_destinations without spec_obj (RPC < 4.3): no notifications");
-        }
-        let args = SelectArgs::decode(args)?;
-        args.check_size(self.options.max_instances_per_request)?;
-        phases.decode = started.elapsed();
         let SelectArgs {
             mut spec,
             instance_uuids,
             return_objects,
             return_alternates,
-        } = args;
-        trace.instance_uuids = instance_uuids.clone().unwrap_or_default();
-        let aggregates_before = spec
-            .requested_destination
-            .as_ref()
-            .map(|d| d.aggregates.clone());
-        let global_request_id = ctx
-            .global_request_id()
-            .or(ctx.request_id())
-            .map(str::to_string);
+        } = self.decode(args)?;
+        let mut notice = Notice::new(self.notifier.as_deref(), args, &spec);
+        call.instances(instance_uuids.as_deref());
+        let request_id = ctx.global_request_id().or(ctx.request_id());
+        call.lap(Phase::Decode);
 
-        // The request filters and the Placement question (none on a rebuild).
-        let asked = self
-            .ask_for_candidates(
-                &mut spec,
-                instance_uuids.as_deref(),
-                global_request_id.as_deref(),
-                delivery,
-                &mut phases,
-                trace,
-            )
+        self.request_filters(&mut spec).await?;
+        call.lap(Phase::RequestFilters);
+
+        let mut asked = self
+            .candidates(&mut spec, instance_uuids.as_deref(), request_id, delivery)
             .await?;
+        call.candidates(asked.seen.take());
+        if asked.found_none() {
+            return Err(RemoteError::no_valid_host(String::new()));
+        }
+        call.lap(Phase::Candidates);
+
         // nova's `_select_destinations` starts here, with the spec as the request
         // filters left it.
-        let mut notified = notifier.zip(raw_spec).map(|(n, raw)| {
-            let mut notified = NotifiedSpec::new(raw);
-            let aggregates_after = spec
-                .requested_destination
-                .as_ref()
-                .map(|d| d.aggregates.clone());
-            if aggregates_after != aggregates_before {
-                notified.set_destination_aggregates(&aggregates_after.unwrap_or_default());
-            }
-            n.select_destinations(ctx, &mut notified, Phase::Start);
-            (n, notified)
-        });
+        notice.start(ctx, &spec);
+        call.skip();
 
-        // Host states for the providers Placement returned (all nodes on rebuild).
-        let cell = spec
-            .requested_destination
-            .as_ref()
-            .filter(|d| !d.allow_cross_cell_move)
-            .and_then(|d| d.cell_uuid.clone());
-        let mark = Instant::now();
+        let cell = target_cell(&spec);
         let now = Utc::now();
-        let use_placement = asked.candidates.is_some();
-        trace.cell = cell.clone();
-        trace.spec = Some(spec.clone());
-        if let Some(candidates) = &asked.candidates {
-            let filters = self.scheduler.filters.filters();
-            if filters.iter().any(|f| f.reads_allocation_candidates(&spec)) {
-                trace.allocation_candidates = Some(index_by_provider(candidates.clone()));
-            }
-        }
         let mut hosts = self
-            .host_state_source
-            .host_states(
-                asked.compute_uuids.as_deref().map(Vec::as_slice),
-                cell.as_deref(),
-                now,
-                asked.candidates,
-            )
+            .host_states(&mut spec, &mut asked, cell.as_deref(), now, call)
             .await?;
-        self.store
-            .load_unset_group_hosts(&mut spec)
-            .await
-            .map_err(|e| {
-                RemoteError::runtime_error(format!("could not load the server group's hosts: {e}"))
-            })?;
-        phases.state = mark.elapsed();
-        let host_count = hosts.len();
+        call.lap(Phase::HostStates);
 
-        // nova's `_schedule`: filter, weigh, pick and claim, instance by instance.
+        let host_count = hosts.len();
         let last_instance = instance_uuids.as_ref().and_then(|u| u.last()).cloned();
+        let consumption = host_states::consumption(&spec.flavor);
         let request = ScheduleRequest {
             spec,
             instance_uuids,
-            use_placement,
+            use_placement: asked.providers.is_some(),
             return_alternates: return_alternates && return_objects,
             now,
         };
-        let flavor = &request.spec.flavor;
-        let consumption = Consumption {
-            memory_mb: flavor.memory_mb,
-            root_gb: flavor.root_gb,
-            ephemeral_gb: flavor.ephemeral_gb,
-            vcpus: flavor.vcpus,
-        };
-        let mark = Instant::now();
         let scheduled = self
-            .schedule(
-                ctx,
-                &mut hosts,
-                request,
-                Candidates {
-                    spec_before: asked.spec_before,
-                    from_index: asked.from_index,
-                    read_ahead: asked.read_ahead,
-                },
-                cell.as_deref(),
-                global_request_id,
-                delivery,
-            )
+            .decider(ctx, delivery)
+            .schedule(&mut hosts, request, asked.claims, cell.as_deref())
             .await;
-        phases.schedule = mark.elapsed();
-        phases.claims = scheduled.claims_waited;
-        trace.claim_mode = scheduled.claim_mode.as_str();
-        let outcome = scheduled.outcome.map_err(schedule_error)?;
-        trace.selected = outcome
-            .destinations
-            .iter()
-            .filter_map(|list| list.first())
-            .map(|d| outcome.hosts[d.host].host.to_string())
-            .collect();
+        call.lap(Phase::Schedule);
+        call.scheduled(host_count, &hosts, &scheduled);
+        let outcome = scheduled.outcome.map_err(schedule::into_remote)?;
+        call.placed(&outcome);
 
-        if let Some((n, notified)) = notified.as_mut() {
-            // nova's `_schedule` set `spec_obj.instance_uuid` to each instance in turn.
-            if let Some(uuid) = &last_instance {
-                notified.set_instance_uuid(uuid);
-            }
-            n.select_destinations(ctx, notified, Phase::End);
-        }
-        self.retain_consumption(&outcome, consumption, now);
-        let mark = Instant::now();
-        let answer = encode::encode(
-            &outcome,
-            return_objects,
-            &self.options.default_availability_zone,
-        );
-        phases.encode = mark.elapsed();
-        let instances = outcome.destinations.len();
-        let decided_on = match &hosts {
-            RequestHosts::States(_) => "copies",
-            RequestHosts::Table { .. } => "table",
-        };
-        // Freeing every candidate host's state (or allocation candidates) takes
-        // milliseconds at thousands of hosts; it runs on a blocking thread, off the
-        // reply's path.
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) if host_count >= DROP_OFF_PATH_HOSTS => {
-                runtime.spawn_blocking(move || drop((outcome, hosts)));
-            }
-            _ => drop((outcome, hosts)),
-        }
-        let m = metrics();
-        for (phase, took) in [
-            ("decode", phases.decode),
-            ("request_filters", phases.prefilters),
-            ("candidates", phases.placement),
-            ("host_states", phases.state),
-            // The decision less the claims it waited on.
-            (
-                "filter_weigh",
-                phases.schedule.saturating_sub(phases.claims),
-            ),
-            ("claims", phases.claims),
-            ("encode", phases.encode),
-        ] {
-            m.phase(phase, took);
-        }
-        m.candidate_hosts.observe(host_count as f64);
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-        // Running totals of the candidate questions answered locally / by Placement.
-        let counts = self
-            .claim_path
-            .index()
-            .map(|i| i.counts())
-            .unwrap_or_default();
-        info!(
-            hosts = host_count,
-            instances,
-            phase_decode_ms = ms(phases.decode),
-            phase_prefilters_ms = ms(phases.prefilters),
-            phase_placement_ms = ms(phases.placement),
-            phase_state_ms = ms(phases.state),
-            phase_schedule_ms = ms(phases.schedule),
-            phase_claims_ms = ms(phases.claims),
-            phase_encode_ms = ms(phases.encode),
-            total_ms = ms(started.elapsed()),
-            candidates_fast = counts.fast,
-            candidates_fallback = counts.fallback,
-            claim_mode = scheduled.claim_mode.as_str(),
-            decided_on,
-            claim_attempts = scheduled.claim_attempts,
-            claims_batched = self.batched_claims.load(Ordering::Relaxed),
-            claim_conflicts = self.batch_conflicts.load(Ordering::Relaxed),
-            "select_destinations done"
-        );
+        notice.end(ctx, last_instance.as_deref());
+        self.host_state_source.retain(&outcome, consumption, now);
+        call.skip();
+
+        let az = &self.options.default_availability_zone;
+        let answer = encode::encode(&outcome, return_objects, az);
+        call.lap(Phase::Encode);
+        free_off_path(outcome, hosts, host_count);
         Ok(answer)
     }
 
-    /// nova's request filters (`request_filter.process_reqspec`), then the
-    /// allocation candidates (`get_allocation_candidates`, with the PCPU fallback
-    /// question), indexed by provider. Nothing is asked on a rebuild. Without
-    /// candidates the request is NoValidHost.
-    async fn ask_for_candidates(
+    /// The call's arguments at its RPC version, within `max_instances_per_request`.
+    fn decode(&self, args: &Map<String, Value>) -> Result<SelectArgs, RemoteError> {
+        let decoded = SelectArgs::decode(args)?;
+        decoded.check_size(self.options.max_instances_per_request)?;
+        Ok(decoded)
+    }
+
+    /// nova's request filters (`request_filter.process_reqspec`); none on a rebuild.
+    async fn request_filters(&self, spec: &mut RequestSpec) -> Result<(), RemoteError> {
+        if spec.is_rebuild() {
+            return Ok(());
+        }
+        request_filter::process(spec, &*self.store, &self.options.prefilters)
+            .await
+            .map_err(request_filter::PrefilterError::into_remote)
+    }
+
+    /// The allocation candidates (`get_allocation_candidates`, with the PCPU
+    /// fallback question), and the instances' allocations read beside them where
+    /// the claims read them. Nothing is asked on a rebuild.
+    async fn candidates(
         &self,
         spec: &mut RequestSpec,
         instance_uuids: Option<&[String]>,
         global_request_id: Option<&str>,
         delivery: Delivery,
-        phases: &mut Phases,
-        trace: &mut CallTrace,
     ) -> Result<Asked, RemoteError> {
         if spec.is_rebuild() {
             return Ok(Asked::default());
         }
-        let mark = Instant::now();
-        request_filter::process(spec, &*self.store, &self.options.prefilters)
-            .await
-            .map_err(request_filter::PrefilterError::into_remote)?;
-        phases.prefilters = mark.elapsed();
-        let mark = Instant::now();
-        let query_options = query::QueryOptions {
-            max_placement_results: self.options.max_placement_results,
-        };
-        // With the index, the spec as the candidates question starts from: a batched
-        // request whose claim is refused asks again (see `schedule_batched`).
-        let spec_before = self.claim_path.index().is_some().then(|| spec.clone());
-        // nova's claims read each instance's allocations before their PUT; asking
-        // Placement for the candidates, those reads go out now, beside that
-        // question (after the request filters, whose work they would only slow).
+        let spec_before = self.claim_path.spec_to_ask_again(spec);
         let read_ahead = instance_uuids
-            .filter(|uuids| {
-                !uuids.is_empty()
-                    && self.options.read_allocations_ahead
-                    && self.claim_path.index().is_none()
-                    && !delivery.redelivered
-            })
-            .map(|uuids| {
-                read_ahead::AllocationReadAhead::start(
-                    Arc::clone(&self.placement),
-                    uuids,
-                    global_request_id.map(str::to_string),
-                )
+            .filter(|uuids| !uuids.is_empty() && !delivery.redelivered)
+            .and_then(|uuids| {
+                self.claim_path
+                    .read_ahead(&self.placement, uuids, global_request_id)
             });
         let answer = candidates::allocation_candidates(
             spec,
             &self.store,
             self.candidate_source.as_ref(),
-            &query_options,
+            &self.query_options(),
             &self.options.prefilters,
             global_request_id,
         )
@@ -501,42 +354,86 @@ impl SchedulerManager {
         let found = answer.found;
         // Shared with the ring of recent decisions, never copied.
         let providers = Arc::new(found.provider_uuids);
-        trace.candidates = Some(CandidatesSeen {
-            from_index: answer.from_index,
-            query: answer.query,
-            allocation_requests: found.allocation_requests.len(),
-            providers: Arc::clone(&providers),
-        });
-        if found.allocation_requests.is_empty() {
-            return Err(no_valid_host(String::new()));
-        }
-        phases.placement = mark.elapsed();
         Ok(Asked {
-            candidates: Some(found.allocation_requests),
-            compute_uuids: Some(providers),
-            spec_before,
-            from_index: answer.from_index,
-            read_ahead,
+            seen: Some(CandidatesSeen {
+                from_index: answer.from_index,
+                query: answer.query,
+                allocation_requests: found.allocation_requests.len(),
+                providers: Arc::clone(&providers),
+            }),
+            found: Some(found.allocation_requests),
+            providers: Some(providers),
+            claims: Candidates {
+                spec_before,
+                from_index: answer.from_index,
+                read_ahead,
+            },
         })
     }
 
-    /// Our deliberate difference from nova: the consumption of the chosen hosts is
-    /// kept on the cached host states until their compute node rows move.
-    fn retain_consumption(
+    /// The host states of the providers Placement returned (every node's on a
+    /// rebuild), each with its allocation requests, and the server group's hosts.
+    async fn host_states(
         &self,
-        outcome: &ScheduleOutcome,
-        consumption: Consumption,
+        spec: &mut RequestSpec,
+        asked: &mut Asked,
+        cell: Option<&str>,
         now: chrono::DateTime<Utc>,
-    ) {
-        let Some(cache) = &self.cache else {
-            return;
-        };
-        for chosen in outcome.destinations.iter().filter_map(|list| list.first()) {
-            let host = &outcome.hosts[chosen.host];
-            if let Some(uuid) = &host.uuid {
-                cache.retain(&host.cell_uuid, uuid, consumption, now);
-            }
+        call: &mut Call,
+    ) -> Result<RequestHosts, RemoteError> {
+        call.request(spec, cell, asked.found.as_ref(), &self.scheduler);
+        let hosts = self
+            .host_state_source
+            .host_states(
+                asked.providers.as_deref().map(Vec::as_slice),
+                cell,
+                now,
+                asked.found.take(),
+            )
+            .await?;
+        self.store.load_unset_group_hosts(spec).await.map_err(|e| {
+            RemoteError::runtime_error(format!("could not load the server group's hosts: {e}"))
+        })?;
+        Ok(hosts)
+    }
+
+    fn query_options(&self) -> query::QueryOptions {
+        query::QueryOptions {
+            max_placement_results: self.options.max_placement_results,
         }
+    }
+
+    fn decider<'a>(&'a self, ctx: &'a RequestContext, delivery: Delivery) -> Decider<'a> {
+        Decider {
+            ctx,
+            delivery,
+            scheduler: &self.scheduler,
+            placement: &self.placement,
+            store: &self.store,
+            candidate_source: self.candidate_source.as_ref(),
+            host_state_source: self.host_state_source.as_ref(),
+            claim_path: self.claim_path.as_ref(),
+            query_options: self.query_options(),
+            prefilters: &self.options.prefilters,
+            rng: &self.rng,
+        }
+    }
+
+    fn rerun(&self) -> Rerun<'_> {
+        Rerun {
+            scheduler: &self.scheduler,
+            hosts: self.host_state_source.as_ref(),
+        }
+    }
+
+    /// The methods of nova's manager this daemon serves.
+    pub fn has_method(&self, method: &str) -> bool {
+        method == "select_destinations" || casts::serves(method)
+    }
+
+    /// The fanout casts (nova-api's aggregate changes, nova-compute's instance info).
+    pub fn cast(&self, method: &str, args: &Map<String, Value>) -> Result<Value, RemoteError> {
+        casts::cast(&self.store, self.cache.as_ref(), method, args)
     }
 
     /// A `select_destinations` that was in flight when the daemon died (a poison
@@ -589,7 +486,7 @@ impl SchedulerManager {
             .and_then(|s| s["nova_object.data"]["user_id"].as_str())
             .unwrap_or_default()
             .to_string();
-        let waited = ClaimTime::default();
+        let waited = claims::ClaimTime::default();
         let mut claims =
             claims::PlacementClaims::new(&self.placement, None, project_id, user_id, None, &waited)
                 .with_earlier_claims(earlier);
@@ -604,78 +501,48 @@ impl SchedulerManager {
 /// a smaller one is freed in place.
 const DROP_OFF_PATH_HOSTS: usize = 1000;
 
-/// Time a request's claims (and their release) spent waiting on Placement: the
-/// part of the schedule phase that is not our own work.
-#[derive(Default)]
-pub(crate) struct ClaimTime(AtomicU64);
-
-impl ClaimTime {
-    pub(crate) fn add(&self, since: Instant) {
-        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.0.fetch_add(nanos, Ordering::Relaxed);
+/// Frees every candidate host's state (or allocation candidates), which takes
+/// milliseconds at thousands of hosts, on a blocking thread, off the reply's path.
+fn free_off_path(outcome: ScheduleOutcome, hosts: RequestHosts, host_count: usize) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if host_count >= DROP_OFF_PATH_HOSTS => {
+            runtime.spawn_blocking(move || drop((outcome, hosts)));
+        }
+        _ => drop((outcome, hosts)),
     }
+}
 
-    fn total(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
+/// The cell a move is bound to, if any.
+fn target_cell(spec: &RequestSpec) -> Option<String> {
+    spec.requested_destination
+        .as_ref()
+        .filter(|d| !d.allow_cross_cell_move)
+        .and_then(|d| d.cell_uuid.clone())
 }
 
 /// What the candidates step found.
 #[derive(Default)]
 struct Asked {
-    /// The allocation requests in Placement's order (`None`: Placement was not asked).
-    candidates: Option<Vec<AllocationCandidate>>,
+    /// The question and its answer, as an explanation shows them.
+    seen: Option<CandidatesSeen>,
+    /// The allocation requests in Placement's order (`None`: Placement was not
+    /// asked), until the host states take them.
+    found: Option<Vec<AllocationCandidate>>,
     /// The providers Placement returned, in its order.
-    compute_uuids: Option<Arc<Vec<String>>>,
-    /// The spec as the candidates question started from (with the provider index).
-    spec_before: Option<RequestSpec>,
-    /// The provider index answered every question.
-    from_index: bool,
-    /// The instances' allocations, read beside the question.
-    read_ahead: Option<read_ahead::AllocationReadAhead>,
+    providers: Option<Arc<Vec<String>>>,
+    /// What the claims need of the question.
+    claims: Candidates,
 }
 
-/// Time spent in each phase of one `select_destinations`.
-#[derive(Default)]
-struct Phases {
-    decode: std::time::Duration,
-    prefilters: std::time::Duration,
-    placement: std::time::Duration,
-    state: std::time::Duration,
-    /// Filters, weighers and claims, interleaved per instance as nova runs them.
-    schedule: std::time::Duration,
-    /// The part of `schedule` spent waiting on Placement's answers to the claims.
-    claims: std::time::Duration,
-    encode: std::time::Duration,
+impl Asked {
+    fn found_none(&self) -> bool {
+        self.found.as_ref().is_some_and(Vec::is_empty)
+    }
 }
 
-fn no_valid_host(reason: String) -> RemoteError {
-    RemoteError::no_valid_host(reason)
-}
-
-fn schedule_error(e: ScheduleError) -> RemoteError {
-    match e {
-        ScheduleError::NoValidHost { reason } => no_valid_host(reason),
-        ScheduleError::Weigher(w) => RemoteError::nova(w.class, w.message, 404, Map::new()),
-        ScheduleError::Claim(c) => {
-            let (class, consumer_uuid, error) = match &c {
-                ClaimError::AllocationUpdateFailed {
-                    consumer_uuid,
-                    error,
-                } => ("AllocationUpdateFailed", consumer_uuid, error),
-                ClaimError::AllocationDeleteFailed {
-                    consumer_uuid,
-                    error,
-                } => ("AllocationDeleteFailed", consumer_uuid, error),
-                ClaimError::Stopped { reason } => {
-                    return RemoteError::runtime_error(reason.clone());
-                }
-            };
-            let mut kwargs = Map::new();
-            kwargs.insert("consumer_uuid".into(), json!(consumer_uuid));
-            kwargs.insert("error".into(), json!(error));
-            RemoteError::nova(class, c.to_string(), 500, kwargs)
-        }
+impl Explainer for SchedulerManager {
+    fn explain<'a>(&'a self, query: DecisionQuery) -> BoxFuture<'a, Option<Value>> {
+        Box::pin(self.decisions.answer(query, self.rerun()))
     }
 }
 
@@ -720,25 +587,18 @@ impl Endpoint for ManagerEndpoint {
         }
         Box::pin(
             async move {
-                let started = Instant::now();
                 let delivery = Delivery {
                     deadline: call.deadline,
                     redelivered: call.redelivered,
                 };
-                let result = manager
-                    .select_destinations_delivered(&call.context, &call.args, delivery)
-                    .await;
-                let outcome = match &result {
-                    Ok(_) => CallResult::placed,
-                    Err(e) if e.class == "NoValidHost" => CallResult::no_valid_host,
-                    Err(_) => CallResult::error,
-                };
-                metrics().call(outcome, &call.version, started.elapsed());
-                match &result {
-                    Ok(_) => debug!(elapsed_ms = started.elapsed().as_millis() as u64, "select_destinations answered"),
-                    Err(e) => info!(elapsed_ms = started.elapsed().as_millis() as u64, class = %e.class, message = %e.message, "select_destinations failed"),
-                }
-                result
+                manager
+                    .select_destinations_call(
+                        &call.context,
+                        &call.args,
+                        delivery,
+                        Some(&call.version),
+                    )
+                    .await
             }
             .instrument(span),
         )

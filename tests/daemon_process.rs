@@ -2236,6 +2236,12 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
         .unwrap_or_else(|| panic!("no explanation logged:\n{log}"));
     assert!(line.contains("ComputeFilter"), "{line}");
     assert!(line.contains(&failed[0]), "{line}");
+    // The explained line is the NoValidHost's only INFO line.
+    let info: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO") && l.contains("NoValidHost"))
+        .collect();
+    assert_eq!(info.len(), 1, "{info:#?}");
 
     let (code, out, err) = explain_cli(port, &["--instance", &failed[0]]);
     assert_eq!(code, 0, "{err}");

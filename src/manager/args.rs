@@ -2,7 +2,6 @@
 //! Decoding the arguments of the manager's methods: `select_destinations` at every
 //! RPC version it serves, and the instance-info casts.
 
-use super::no_valid_host;
 use crate::model::RequestSpec;
 use crate::rpc::RemoteError;
 use serde_json::{Map, Value};
@@ -76,7 +75,7 @@ impl SelectArgs {
             _ => self.spec.num_instances,
         };
         if asked > i64::from(max) {
-            return Err(no_valid_host(format!(
+            return Err(RemoteError::no_valid_host(format!(
                 "The request asks for {asked} instances; this scheduler places at most {max} \
                  per request ([nova_scheduler_rs] max_instances_per_request)."
             )));

@@ -6,9 +6,9 @@
 //! startup: Placement ([`AskPlacement`], nova's way) or the provider index with
 //! Placement behind it for the shapes the index does not answer ([`AskIndex`]).
 
-use super::request_filter::PrefilterError;
+use super::request_filter::{self, PrefilterError, PrefilterOptions};
 use crate::model::RequestSpec;
-use crate::placement::index::LiveIndex;
+use crate::placement::index::{LiveIndex, PathCounts};
 use crate::placement::{
     destination_target, resources_from_request_spec, AllocationCandidates, PlacementClient,
     PlacementError, QueryOptions, TargetNode,
@@ -26,6 +26,12 @@ pub trait CandidateSource: Send + Sync {
         params: &'a [(String, String)],
         global_request_id: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(AllocationCandidates, bool), PlacementError>>;
+
+    /// Running totals of the questions answered locally / by Placement (0 where
+    /// every question goes to Placement).
+    fn counts(&self) -> PathCounts {
+        PathCounts::default()
+    }
 }
 
 /// nova's way: every question goes to Placement.
@@ -77,6 +83,10 @@ impl CandidateSource for AskIndex {
             Ok((found, false))
         })
     }
+
+    fn counts(&self) -> PathCounts {
+        self.index.counts()
+    }
 }
 
 /// nova's `get_compute_nodes_by_host_or_node`: the cell named by the destination,
@@ -95,12 +105,12 @@ async fn target_nodes(
         cell = store
             .cell_of_host(h)
             .await
-            .map_err(|e| super::request_filter::db_error("could not read host_mappings", e))?;
+            .map_err(|e| request_filter::db_error("could not read host_mappings", e))?;
     }
     let states = store
         .host_states(None, cell.as_deref())
         .await
-        .map_err(|e| super::request_filter::db_error("could not look up the target host", e))?;
+        .map_err(|e| request_filter::db_error("could not look up the target host", e))?;
     let nodes = states
         .into_iter()
         .filter(|s| match (host, node) {
@@ -134,7 +144,7 @@ pub async fn allocation_candidates(
     store: &HostStateStore,
     source: &dyn CandidateSource,
     query: &QueryOptions,
-    opts: &super::request_filter::PrefilterOptions,
+    opts: &PrefilterOptions,
     global_request_id: Option<&str>,
 ) -> Result<FoundCandidates, PrefilterError> {
     let nodes = target_nodes(spec, store).await?;

@@ -9,15 +9,31 @@
 //! stops before its next claim once its caller has stopped waiting.
 
 use super::read_ahead::AllocationReadAhead;
-use super::ClaimTime;
 use crate::model::HostState;
 use crate::placement::index::LiveIndex;
 use crate::placement::{ConsumerClaim, PlacementClient, PlacementError};
 use crate::scheduler::{ClaimError, Claimer};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tracing::{debug, error, warn};
+
+/// Time a request's claims (and their release) spent waiting on Placement: the
+/// part of the schedule phase that is not our own work.
+#[derive(Default)]
+pub(super) struct ClaimTime(AtomicU64);
+
+impl ClaimTime {
+    pub(super) fn add(&self, since: Instant) {
+        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub(super) fn total(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+}
 
 pub struct PlacementClaims<'a> {
     placement: &'a PlacementClient,

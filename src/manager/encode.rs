@@ -2,11 +2,13 @@
 //! The answer of `select_destinations`: nova's `Selection` objects (RPC 4.5 with
 //! `return_objects`) or the legacy list of host dicts.
 
-use super::ALLOCATION_REQUEST_VERSION;
 use crate::model::{HostState, SchedulerLimits, Selection};
 use crate::py::json;
 use crate::scheduler::ScheduleOutcome;
 use serde_json::Value;
+
+/// The Placement microversion nova uses for candidates and claims.
+pub const ALLOCATION_REQUEST_VERSION: &str = "1.36";
 
 /// Per instance, the chosen host then its alternates as Selections, or (legacy)
 /// the chosen host's dict.

@@ -11,13 +11,13 @@
 //! chosen; asking about it later runs the filters and weighers again on the host
 //! states as they are then, and says so (`as_of: now`).
 
-use super::host_states::CandidatesByProvider;
-use super::SchedulerManager;
-use crate::model::{HostState, RequestSpec};
-use crate::observe::listener::{DecisionQuery, Explainer};
+use super::call::Outcome;
+use super::host_states::{CandidatesByProvider, HostStateSource};
+use crate::model::RequestSpec;
+use crate::observe::listener::DecisionQuery;
 use crate::scheduler::explain::Explanation;
+use crate::scheduler::Scheduler;
 use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -60,7 +60,7 @@ pub(super) struct CandidatesSeen {
 #[derive(Debug)]
 struct Decision {
     trace: CallTrace,
-    result: &'static str,
+    result: Outcome,
     message: Option<String>,
     /// The explanation made when the call failed.
     explanation: Option<Value>,
@@ -128,44 +128,27 @@ impl DecisionRing {
                     "at": d.trace.at.map(|t| t.to_rfc3339()),
                     "request_id": d.trace.request_id,
                     "instance_uuids": d.trace.instance_uuids,
-                    "result": d.result,
+                    "result": d.result.label(),
                 })
             })
             .collect()
     }
 }
 
-impl SchedulerManager {
-    /// Records a finished call; a NoValidHost is explained and logged first.
-    pub(super) async fn record_decision(
+impl DecisionRing {
+    /// Records a finished call, with the explanation made when it failed.
+    pub(super) fn record(
         &self,
-        trace: CallTrace,
-        result: &'static str,
+        mut trace: CallTrace,
+        result: Outcome,
         message: Option<String>,
+        explanation: Option<Value>,
     ) {
-        let explanation = if result == "no_valid_host" {
-            let explained = self.explain_now(&trace, None).await;
-            let emptied_by = explained["emptied_by"].as_str().unwrap_or("-").to_string();
-            info!(
-                request_id = trace.request_id.as_deref().unwrap_or("-"),
-                instance_uuids = ?trace.instance_uuids,
-                candidates = trace.candidates.as_ref().map(|c| c.providers.len()),
-                candidates_from = trace.candidates.as_ref().map(|c| source(c)),
-                query = trace.candidates.as_ref().map(|c| c.query.as_str()),
-                emptied_by,
-                filters = %explained["filters"],
-                "NoValidHost explained"
-            );
-            Some(explained)
-        } else {
-            None
-        };
-        let mut trace = trace;
-        if explanation.is_some() || self.decisions.size == 0 {
+        if explanation.is_some() || self.size == 0 {
             // Kept for the explanation only.
             trace.allocation_candidates = None;
         }
-        self.decisions.push(Decision {
+        self.push(Decision {
             trace,
             result,
             message,
@@ -173,9 +156,71 @@ impl SchedulerManager {
         });
     }
 
+    /// `explain`'s answer to `query`: the recent decisions, or the newest one that
+    /// matches with its account (the one kept, or `rerun`'s now).
+    pub(super) async fn answer(&self, query: DecisionQuery, rerun: Rerun<'_>) -> Option<Value> {
+        if query.instance.is_none() && query.request_id.is_none() {
+            return Some(json!({ "decisions": self.recent() }));
+        }
+        let decision = self.find(&query)?;
+        let t = &decision.trace;
+        let mut out = json!({
+            "at": t.at.map(|t| t.to_rfc3339()),
+            "request_id": t.request_id,
+            "global_request_id": t.global_request_id,
+            "instance_uuids": t.instance_uuids,
+            "result": decision.result.label(),
+            "message": decision.message,
+            "selected": t.selected,
+            "claim_mode": t.claim_mode,
+            "candidates": t.candidates.as_ref().map(|c| json!({
+                "source": source(c),
+                "providers": c.providers.len(),
+                "allocation_requests": c.allocation_requests,
+                "query": c.query,
+            })),
+        });
+        let account = match (&decision.explanation, &query.host) {
+            (Some(kept), None) => {
+                let mut kept = kept.clone();
+                kept["as_of"] = json!("decision");
+                kept
+            }
+            (_, host) => rerun.now(t, host.as_deref()).await,
+        };
+        out["explanation"] = account;
+        Some(out)
+    }
+}
+
+/// The filters and weighers run again over a call's candidates.
+#[derive(Clone, Copy)]
+pub(super) struct Rerun<'a> {
+    pub scheduler: &'a Scheduler,
+    pub hosts: &'a dyn HostStateSource,
+}
+
+impl Rerun<'_> {
+    /// A NoValidHost explained, and logged in one INFO line.
+    pub(super) async fn no_valid_host(&self, trace: &CallTrace) -> Value {
+        let explained = self.now(trace, None).await;
+        let emptied_by = explained["emptied_by"].as_str().unwrap_or("-").to_string();
+        info!(
+            request_id = trace.request_id.as_deref().unwrap_or("-"),
+            instance_uuids = ?trace.instance_uuids,
+            candidates = trace.candidates.as_ref().map(|c| c.providers.len()),
+            candidates_from = trace.candidates.as_ref().map(|c| source(c)),
+            query = trace.candidates.as_ref().map(|c| c.query.as_str()),
+            emptied_by,
+            filters = %explained["filters"],
+            "NoValidHost explained"
+        );
+        explained
+    }
+
     /// The filters and weighers run again over `trace`'s candidates as their host
     /// states are now; with `host`, only that host.
-    async fn explain_now(&self, trace: &CallTrace, host: Option<&str>) -> Value {
+    async fn now(&self, trace: &CallTrace, host: Option<&str>) -> Value {
         let mut out = json!({ "as_of": "now", "filters": [] });
         let Some(seen) = &trace.candidates else {
             out["note"] = json!("no Placement question (a rebuild): not explained");
@@ -191,7 +236,8 @@ impl SchedulerManager {
         };
         let now = Utc::now();
         let mut hosts = match self
-            .host_state_copies(&seen.providers, trace.cell.as_deref(), now)
+            .hosts
+            .copies(&seen.providers, trace.cell.as_deref(), now)
             .await
         {
             Ok(hosts) => hosts,
@@ -232,25 +278,6 @@ impl SchedulerManager {
             Err(e) => out["error"] = json!(e.to_string()),
         }
         out
-    }
-
-    async fn host_state_copies(
-        &self,
-        uuids: &[String],
-        cell: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<HostState>, String> {
-        match &self.cache {
-            Some(cache) => cache
-                .host_states(Some(uuids), cell, now)
-                .await
-                .map_err(|e| e.to_string()),
-            None => self
-                .store
-                .host_states(Some(uuids), cell)
-                .await
-                .map_err(|e| e.to_string()),
-        }
     }
 }
 
@@ -295,43 +322,5 @@ fn host_verdict(name: &str, e: &Explanation) -> Value {
             "reason": f.removed[0].reason,
         }),
         None => json!({ "name": name, "verdict": "passes every filter now" }),
-    }
-}
-
-impl Explainer for SchedulerManager {
-    fn explain<'a>(&'a self, query: DecisionQuery) -> BoxFuture<'a, Option<Value>> {
-        Box::pin(async move {
-            if query.instance.is_none() && query.request_id.is_none() {
-                return Some(json!({ "decisions": self.decisions.recent() }));
-            }
-            let decision = self.decisions.find(&query)?;
-            let t = &decision.trace;
-            let mut out = json!({
-                "at": t.at.map(|t| t.to_rfc3339()),
-                "request_id": t.request_id,
-                "global_request_id": t.global_request_id,
-                "instance_uuids": t.instance_uuids,
-                "result": decision.result,
-                "message": decision.message,
-                "selected": t.selected,
-                "claim_mode": t.claim_mode,
-                "candidates": t.candidates.as_ref().map(|c| json!({
-                    "source": source(c),
-                    "providers": c.providers.len(),
-                    "allocation_requests": c.allocation_requests,
-                    "query": c.query,
-                })),
-            });
-            let account = match (&decision.explanation, &query.host) {
-                (Some(kept), None) => {
-                    let mut kept = kept.clone();
-                    kept["as_of"] = json!("decision");
-                    kept
-                }
-                (_, host) => self.explain_now(t, host.as_deref()).await,
-            };
-            out["explanation"] = account;
-            Some(out)
-        })
     }
 }

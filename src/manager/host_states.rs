@@ -6,14 +6,12 @@
 //! way). Which is a [`HostStateSource`] chosen once at startup; the decision then
 //! runs over whichever it got.
 
-use super::SchedulerManager;
-use crate::model::AllocationCandidate;
-use crate::model::HostState;
+use crate::model::{AllocationCandidate, Flavor, HostState};
 use crate::rpc::RemoteError;
 use crate::scheduler::{
-    Claimer, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest,
+    Claimer, HostTable, RowCandidates, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler,
 };
-use crate::state::{HostStateCache, HostStateStore};
+use crate::state::{Consumption, HostStateCache, HostStateStore};
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
@@ -35,6 +33,37 @@ impl RequestHosts {
         match self {
             RequestHosts::States(states) => states.len(),
             RequestHosts::Table { rows, .. } => rows.len(),
+        }
+    }
+
+    /// What the decision ran over (the `decided_on` of the done line).
+    pub(super) fn decided_on(&self) -> &'static str {
+        match self {
+            RequestHosts::States(_) => "copies",
+            RequestHosts::Table { .. } => "table",
+        }
+    }
+
+    /// The decision over these hosts (a table's rows stay here, to be freed by the
+    /// caller).
+    pub(super) async fn decide<C: Claimer>(
+        &mut self,
+        scheduler: &Scheduler,
+        request: ScheduleRequest,
+        claimer: &mut C,
+        rng: &mut StdRng,
+    ) -> Result<ScheduleOutcome, ScheduleError> {
+        match self {
+            RequestHosts::States(states) => {
+                scheduler
+                    .schedule(std::mem::take(states), request, claimer, rng)
+                    .await
+            }
+            RequestHosts::Table { table, rows } => {
+                scheduler
+                    .schedule_table(table, rows, request, claimer, rng)
+                    .await
+            }
         }
     }
 }
@@ -83,6 +112,29 @@ pub(super) trait HostStateSource: Send + Sync {
         now: DateTime<Utc>,
         candidates: Option<Vec<AllocationCandidate>>,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>>;
+
+    /// Copies of the states of `uuids` in `cell` as they are now, without
+    /// allocation candidates (an explanation's filters run over them).
+    fn copies<'a>(
+        &'a self,
+        uuids: &'a [String],
+        cell: Option<&'a str>,
+        now: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<Vec<HostState>, String>>;
+
+    /// Keeps what `outcome` consumed on the states it came from, where they are
+    /// kept between requests.
+    fn retain(&self, _outcome: &ScheduleOutcome, _consumption: Consumption, _now: DateTime<Utc>) {}
+}
+
+/// What one instance of `flavor` consumes on its host.
+pub(super) fn consumption(flavor: &Flavor) -> Consumption {
+    Consumption {
+        memory_mb: flavor.memory_mb,
+        root_gb: flavor.root_gb,
+        ephemeral_gb: flavor.ephemeral_gb,
+        vcpus: flavor.vcpus,
+    }
 }
 
 /// nova's way: copies read from the cell databases for each request.
@@ -103,6 +155,20 @@ impl HostStateSource for ReadPerRequest {
         Box::pin(async move {
             let hosts = self.store.host_states(uuids, cell).await;
             copies(hosts, candidates, &self.store, self.system_metadata).await
+        })
+    }
+
+    fn copies<'a>(
+        &'a self,
+        uuids: &'a [String],
+        cell: Option<&'a str>,
+        _now: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<Vec<HostState>, String>> {
+        Box::pin(async move {
+            self.store
+                .host_states(Some(uuids), cell)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 }
@@ -145,6 +211,31 @@ impl HostStateSource for FromCache {
             copies(hosts, candidates, &self.store, self.system_metadata).await
         })
     }
+
+    fn copies<'a>(
+        &'a self,
+        uuids: &'a [String],
+        cell: Option<&'a str>,
+        now: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<Vec<HostState>, String>> {
+        Box::pin(async move {
+            self.cache
+                .host_states(Some(uuids), cell, now)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// Our deliberate difference from nova: the consumption of the chosen hosts is
+    /// kept on the cached host states until their compute node rows move.
+    fn retain(&self, outcome: &ScheduleOutcome, consumption: Consumption, now: DateTime<Utc>) {
+        for chosen in outcome.destinations.iter().filter_map(|list| list.first()) {
+            let host = &outcome.hosts[chosen.host];
+            if let Some(uuid) = &host.uuid {
+                self.cache.retain(&host.cell_uuid, uuid, consumption, now);
+            }
+        }
+    }
 }
 
 /// Copies of the host states, each with its allocation candidates.
@@ -171,29 +262,4 @@ async fn copies<E: std::fmt::Display>(
         store.attach_instance_system_metadata(&mut hosts).await;
     }
     Ok(RequestHosts::States(hosts))
-}
-
-impl SchedulerManager {
-    /// The decision over `hosts` (a table's rows stay with `hosts`, to be freed by
-    /// the caller).
-    pub(super) async fn decide<C: Claimer>(
-        &self,
-        hosts: &mut RequestHosts,
-        request: ScheduleRequest,
-        claimer: &mut C,
-        rng: &mut StdRng,
-    ) -> Result<ScheduleOutcome, ScheduleError> {
-        match hosts {
-            RequestHosts::States(states) => {
-                self.scheduler
-                    .schedule(std::mem::take(states), request, claimer, rng)
-                    .await
-            }
-            RequestHosts::Table { table, rows } => {
-                self.scheduler
-                    .schedule_table(table, rows, request, claimer, rng)
-                    .await
-            }
-        }
-    }
 }

@@ -5,20 +5,25 @@
 //! new consumers, recording the claims in the index and sending them to Placement
 //! in one `POST /allocations` after the decision.
 
-use super::host_states::RequestHosts;
+use super::call::Delivery;
+use super::candidates::{self, CandidateSource};
+use super::claims::{self, ClaimTime};
+use super::host_states::{HostStateSource, RequestHosts};
 use super::read_ahead::AllocationReadAhead;
-use super::{batch_claims, candidates, claims, query, redelivery};
-use super::{ClaimTime, Delivery, SchedulerManager};
+use super::request_filter::PrefilterOptions;
+use super::{batch_claims, redelivery};
 use crate::model::RequestSpec;
 use crate::placement::index::LiveIndex;
-use crate::rpc::RequestContext;
-use crate::scheduler::{ScheduleError, ScheduleOutcome, ScheduleRequest};
+use crate::placement::{query, PlacementClient};
+use crate::rpc::{RemoteError, RequestContext};
+use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
 use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rustc_hash::FxHashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use serde_json::{json, Map};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -50,6 +55,14 @@ impl ClaimMode {
     }
 }
 
+/// Running totals of a claim path's batched requests and of the batched POSTs
+/// Placement refused.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ClaimTotals {
+    pub batched: u64,
+    pub conflicts: u64,
+}
+
 /// How a request's claims are made.
 pub(super) trait ClaimPath: Send + Sync {
     /// The index to batch this request's claims with, or `None` for nova's
@@ -60,12 +73,36 @@ pub(super) trait ClaimPath: Send + Sync {
     ) -> BoxFuture<'b, Option<&'a LiveIndex>>;
     /// The index per-instance claims are recorded in, if any.
     fn index(&self) -> Option<&LiveIndex>;
+    /// The spec as the candidates question starts from, kept where a refused claim
+    /// asks that question again.
+    fn spec_to_ask_again(&self, _spec: &RequestSpec) -> Option<RequestSpec> {
+        None
+    }
+    /// The instances' allocations, read beside the candidates question where this
+    /// path's claims read them.
+    fn read_ahead(
+        &self,
+        _placement: &Arc<PlacementClient>,
+        _instance_uuids: &[String],
+        _global_request_id: Option<&str>,
+    ) -> Option<AllocationReadAhead> {
+        None
+    }
     /// Placement refused the batched claim's microversion.
     fn batch_unsupported(&self) {}
+    /// Placement committed a batched claim (`refused: false`) or refused it.
+    fn batch_committed(&self, _refused: bool) {}
+    fn totals(&self) -> ClaimTotals {
+        ClaimTotals::default()
+    }
 }
 
 /// nova's way: `GET` + `PUT /allocations/{uuid}` per instance, during the decision.
-pub(super) struct ClaimPerInstance;
+pub(super) struct ClaimPerInstance {
+    /// `[nova_scheduler_rs] read_allocations_ahead`: the `GET`s go out beside the
+    /// candidates question.
+    pub read_ahead: bool,
+}
 
 impl ClaimPath for ClaimPerInstance {
     fn batch_index<'a: 'b, 'b>(
@@ -78,6 +115,24 @@ impl ClaimPath for ClaimPerInstance {
     fn index(&self) -> Option<&LiveIndex> {
         None
     }
+
+    /// nova's claims read each instance's allocations before their `PUT`; those
+    /// reads go out beside the candidates question (after the request filters,
+    /// whose work they would only slow).
+    fn read_ahead(
+        &self,
+        placement: &Arc<PlacementClient>,
+        instance_uuids: &[String],
+        global_request_id: Option<&str>,
+    ) -> Option<AllocationReadAhead> {
+        self.read_ahead.then(|| {
+            AllocationReadAhead::start(
+                Arc::clone(placement),
+                instance_uuids,
+                global_request_id.map(str::to_string),
+            )
+        })
+    }
 }
 
 /// With the provider index: the claims recorded in the index during the decision,
@@ -86,6 +141,9 @@ pub(super) struct ClaimBatched {
     pub index: Arc<LiveIndex>,
     /// Set when Placement answered a batched claim with 406: per instance from then on.
     pub unsupported: AtomicBool,
+    /// Requests claimed with one `POST /allocations`, and POSTs Placement refused.
+    pub batched: AtomicU64,
+    pub conflicts: AtomicU64,
 }
 
 impl ClaimPath for ClaimBatched {
@@ -123,9 +181,47 @@ impl ClaimPath for ClaimBatched {
         Some(&self.index)
     }
 
+    /// A batched request whose claim is refused asks again (see `schedule_batched`).
+    fn spec_to_ask_again(&self, spec: &RequestSpec) -> Option<RequestSpec> {
+        Some(spec.clone())
+    }
+
     fn batch_unsupported(&self) {
         self.unsupported.store(true, Ordering::Relaxed);
     }
+
+    fn batch_committed(&self, refused: bool) {
+        let counter = if refused {
+            &self.conflicts
+        } else {
+            &self.batched
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn totals(&self) -> ClaimTotals {
+        ClaimTotals {
+            batched: self.batched.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What the decision and its claims of one call use: the call's context and
+/// delivery, and the manager's parts.
+pub(super) struct Decider<'a> {
+    pub ctx: &'a RequestContext,
+    pub delivery: Delivery,
+    pub scheduler: &'a Scheduler,
+    pub placement: &'a Arc<PlacementClient>,
+    pub store: &'a crate::state::HostStateStore,
+    pub candidate_source: &'a dyn CandidateSource,
+    pub host_state_source: &'a dyn HostStateSource,
+    pub claim_path: &'a dyn ClaimPath,
+    pub query_options: query::QueryOptions,
+    pub prefilters: &'a PrefilterOptions,
+    /// Seeds each request's own RNG.
+    pub rng: &'a Mutex<StdRng>,
 }
 
 /// Who the claims of a request are made for, and the time they waited on Placement.
@@ -141,6 +237,7 @@ struct ClaimContext {
 }
 
 /// What the schedule step needs of the candidates step.
+#[derive(Default)]
 pub(super) struct Candidates {
     pub spec_before: Option<RequestSpec>,
     pub from_index: bool,
@@ -156,7 +253,7 @@ pub(super) struct Scheduled {
     pub claims_waited: std::time::Duration,
 }
 
-/// What [`SchedulerManager::schedule_batched`] did.
+/// What [`Decider::schedule_batched`] did.
 struct Batched {
     outcome: Result<ScheduleOutcome, ScheduleError>,
     /// Decisions made (a per-instance fallback counts as one more).
@@ -165,21 +262,22 @@ struct Batched {
     batched: bool,
 }
 
-impl SchedulerManager {
+impl Decider<'_> {
     /// The decision and its claims: one `POST /allocations` for the whole request
     /// when the provider index answered it and its instances are new consumers,
     /// else nova's claim per instance during the decision.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn schedule(
         &self,
-        ctx: &RequestContext,
         hosts: &mut RequestHosts,
         request: ScheduleRequest,
         candidates: Candidates,
         cell: Option<&str>,
-        global_request_id: Option<String>,
-        delivery: Delivery,
     ) -> Scheduled {
+        let (ctx, delivery) = (self.ctx, self.delivery);
+        let global_request_id = ctx
+            .global_request_id()
+            .or(ctx.request_id())
+            .map(str::to_string);
         let project_id = request.spec.project_id.clone().unwrap_or_default();
         let user_id = request
             .spec
@@ -195,8 +293,8 @@ impl SchedulerManager {
         ) {
             (Some(uuids), true, true) => {
                 redelivery::earlier_claims(
-                    &self.placement,
-                    &self.store,
+                    self.placement,
+                    self.store,
                     &request.spec.ignore_hosts,
                     uuids,
                     global_request_id.as_deref(),
@@ -271,7 +369,7 @@ impl SchedulerManager {
         rng: &mut StdRng,
     ) -> Result<ScheduleOutcome, ScheduleError> {
         let mut claimer = claims::PlacementClaims::new(
-            &self.placement,
+            self.placement,
             self.claim_path.index(),
             claims.project_id.clone(),
             claims.user_id.clone(),
@@ -281,7 +379,9 @@ impl SchedulerManager {
         .with_read_ahead(read_ahead)
         .with_deadline(claims.deadline)
         .with_earlier_claims(claims.earlier_claims.clone());
-        self.decide(hosts, request, &mut claimer, rng).await
+        hosts
+            .decide(self.scheduler, request, &mut claimer, rng)
+            .await
     }
 
     /// The decision with its claims recorded in the index, then one `POST
@@ -320,9 +420,6 @@ impl SchedulerManager {
             return_alternates,
             now,
         };
-        let query_options = query::QueryOptions {
-            max_placement_results: self.options.max_placement_results,
-        };
         // The candidates asked again on a refreshed index, with their hosts' states
         // read again (the decision consumed the first ones; a retry is rare, so the
         // first states are not kept aside).
@@ -333,10 +430,10 @@ impl SchedulerManager {
             let mut spec_q = spec_before_candidates.clone();
             let fresh = candidates::allocation_candidates(
                 &mut spec_q,
-                &self.store,
-                self.candidate_source.as_ref(),
-                &query_options,
-                &self.options.prefilters,
+                self.store,
+                self.candidate_source,
+                &self.query_options,
+                self.prefilters,
                 claims.global_request_id.as_deref(),
             )
             .await;
@@ -377,7 +474,10 @@ impl SchedulerManager {
                 }
             }
             let mut claimer = batch_claims::BatchClaims::new(index, claims.deadline);
-            let outcome = match self.decide(hosts, request(&spec), &mut claimer, rng).await {
+            let outcome = match hosts
+                .decide(self.scheduler, request(&spec), &mut claimer, rng)
+                .await
+            {
                 Ok(outcome) => outcome,
                 // The decision itself failed (NoValidHost, a weigher): the claimer
                 // took its claims back out of the index.
@@ -386,7 +486,7 @@ impl SchedulerManager {
             let posted = Instant::now();
             let committed = claimer
                 .commit(
-                    &self.placement,
+                    self.placement,
                     &claims.project_id,
                     &claims.user_id,
                     claims.global_request_id.as_deref(),
@@ -403,11 +503,11 @@ impl SchedulerManager {
             );
             match committed {
                 Ok(()) => {
-                    self.batched_claims.fetch_add(1, Ordering::Relaxed);
+                    self.claim_path.batch_committed(false);
                     return done(Ok(outcome), attempt, true);
                 }
                 Err(batch_claims::CommitError::Refused(reason)) => {
-                    self.batch_conflicts.fetch_add(1, Ordering::Relaxed);
+                    self.claim_path.batch_committed(true);
                     info!(attempt, %reason, "batched claim refused; deciding again on a refreshed index");
                 }
                 Err(batch_claims::CommitError::Consumer(e)) => {
@@ -437,5 +537,32 @@ impl SchedulerManager {
             BATCH_CLAIM_ATTEMPTS,
             true,
         )
+    }
+}
+
+/// nova's exception for a failed decision.
+pub(super) fn into_remote(e: ScheduleError) -> RemoteError {
+    match e {
+        ScheduleError::NoValidHost { reason } => RemoteError::no_valid_host(reason),
+        ScheduleError::Weigher(w) => RemoteError::nova(w.class, w.message, 404, Map::new()),
+        ScheduleError::Claim(c) => {
+            let (class, consumer_uuid, error) = match &c {
+                ClaimError::AllocationUpdateFailed {
+                    consumer_uuid,
+                    error,
+                } => ("AllocationUpdateFailed", consumer_uuid, error),
+                ClaimError::AllocationDeleteFailed {
+                    consumer_uuid,
+                    error,
+                } => ("AllocationDeleteFailed", consumer_uuid, error),
+                ClaimError::Stopped { reason } => {
+                    return RemoteError::runtime_error(reason.clone());
+                }
+            };
+            let mut kwargs = Map::new();
+            kwargs.insert("consumer_uuid".into(), json!(consumer_uuid));
+            kwargs.insert("error".into(), json!(error));
+            RemoteError::nova(class, c.to_string(), 500, kwargs)
+        }
     }
 }

@@ -705,6 +705,11 @@ fn log_outcome(outcome: &Result<Value, RemoteError>, is_call: bool) {
         Err(e) if e.module == DISPATCHER_MODULE => {
             warn!(class = %e.class, message = %e.message, is_call, "cannot dispatch request")
         }
+        // The endpoint explains each NoValidHost in its own INFO line (oslo.messaging
+        // logs an expected exception at debug).
+        Err(e) if e.module == NOVA_EXCEPTION_MODULE && e.class == "NoValidHost" => {
+            debug!(class = %e.class, message = %e.message, is_call, "request failed")
+        }
         Err(e) if e.module == NOVA_EXCEPTION_MODULE => {
             info!(class = %e.class, message = %e.message, is_call, "request failed")
         }
