@@ -38,8 +38,8 @@ mod redelivery;
 pub mod request_filter;
 mod schedule;
 
-pub use call::Delivery;
 pub use encode::ALLOCATION_REQUEST_VERSION;
+pub use redelivery::Delivery;
 pub use request_filter::PrefilterOptions;
 
 use args::SelectArgs;

@@ -3,11 +3,11 @@
 //! step took, what it decided on and what `explain` needs. It is finished once, so
 //! the metrics, the log lines and the ring of recent decisions tell the same story.
 
-use super::explain::{CallTrace, CandidatesSeen, DecisionRing, Rerun};
+use super::explain::{CallTrace, CandidatesSeen, DecisionRing, Outcome, Rerun};
 use super::host_states::{index_by_provider, RequestHosts};
 use super::schedule::{ClaimTotals, Scheduled};
 use crate::model::{AllocationCandidate, RequestSpec};
-use crate::observe::metrics::{metrics, CallResult};
+use crate::observe::metrics::metrics;
 use crate::placement::index::PathCounts;
 use crate::rpc::{RemoteError, RequestContext};
 use crate::scheduler::{ScheduleOutcome, Scheduler};
@@ -15,50 +15,6 @@ use chrono::Utc;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tracing::{debug, info};
-
-/// How a call reached the manager: what its delivery says beyond its arguments.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Delivery {
-    /// When the caller stops waiting; no claim is made after it.
-    pub deadline: Option<Instant>,
-    /// Delivered before to a consumer that did not answer it.
-    pub redelivered: bool,
-}
-
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outcome {
-    Placed,
-    NoValidHost,
-    Error,
-}
-
-impl Outcome {
-    fn of(result: &Result<Value, RemoteError>) -> Outcome {
-        match result {
-            Ok(_) => Outcome::Placed,
-            Err(e) if e.class == "NoValidHost" => Outcome::NoValidHost,
-            Err(_) => Outcome::Error,
-        }
-    }
-
-    /// The `result` of the ring and of `explain`.
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            Outcome::Placed => "placed",
-            Outcome::NoValidHost => "no_valid_host",
-            Outcome::Error => "error",
-        }
-    }
-
-    fn metric(self) -> CallResult {
-        match self {
-            Outcome::Placed => CallResult::placed,
-            Outcome::NoValidHost => CallResult::no_valid_host,
-            Outcome::Error => CallResult::error,
-        }
-    }
-}
 
 /// The steps of a call that are timed, nova's steps less the notifications.
 #[derive(Debug, Clone, Copy)]

@@ -11,10 +11,11 @@
 //! chosen; asking about it later runs the filters and weighers again on the host
 //! states as they are then, and says so (`as_of: now`).
 
-use super::call::Outcome;
 use super::host_states::{CandidatesByProvider, HostStateSource};
 use crate::model::RequestSpec;
 use crate::observe::listener::DecisionQuery;
+use crate::observe::metrics::CallResult;
+use crate::rpc::RemoteError;
 use crate::scheduler::explain::Explanation;
 use crate::scheduler::Scheduler;
 use chrono::{DateTime, Utc};
@@ -22,6 +23,41 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use tracing::{info, warn};
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Placed,
+    NoValidHost,
+    Error,
+}
+
+impl Outcome {
+    pub(super) fn of(result: &Result<Value, RemoteError>) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Placed,
+            Err(e) if e.class == "NoValidHost" => Outcome::NoValidHost,
+            Err(_) => Outcome::Error,
+        }
+    }
+
+    /// The `result` of the ring and of `explain`.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Outcome::Placed => "placed",
+            Outcome::NoValidHost => "no_valid_host",
+            Outcome::Error => "error",
+        }
+    }
+
+    pub(super) fn metric(self) -> CallResult {
+        match self {
+            Outcome::Placed => CallResult::placed,
+            Outcome::NoValidHost => CallResult::no_valid_host,
+            Outcome::Error => CallResult::error,
+        }
+    }
+}
 
 /// Removed hosts listed per filter in an explanation.
 const LISTED_PER_FILTER: usize = 20;

@@ -19,7 +19,17 @@ use crate::state::HostStateStore;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::time::Instant;
 use tracing::{info, warn};
+
+/// How a call reached the manager: what its delivery says beyond its arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delivery {
+    /// When the caller stops waiting; no claim is made after it.
+    pub deadline: Option<Instant>,
+    /// Delivered before to a consumer that did not answer it.
+    pub redelivered: bool,
+}
 
 /// Per instance, the providers earlier deliveries of this request claimed in it.
 pub async fn earlier_claims(

@@ -5,11 +5,11 @@
 //! new consumers, recording the claims in the index and sending them to Placement
 //! in one `POST /allocations` after the decision.
 
-use super::call::Delivery;
 use super::candidates::{self, CandidateSource};
 use super::claims::{self, ClaimTime};
 use super::host_states::{HostStateSource, RequestHosts};
 use super::read_ahead::AllocationReadAhead;
+use super::redelivery::Delivery;
 use super::request_filter::PrefilterOptions;
 use super::{batch_claims, redelivery};
 use crate::model::RequestSpec;
