@@ -54,7 +54,7 @@ use crate::model::{AllocationCandidate, RequestSpec};
 use crate::notifications::Notifier;
 use crate::observe::listener::{DecisionQuery, Explainer};
 use crate::placement::index::LiveIndex;
-use crate::placement::{query, PlacementClient};
+use crate::placement::{for_caller, query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::{ScheduleOutcome, ScheduleRequest, Scheduler};
 use crate::state::{HostStateCache, HostStateStore};
@@ -218,9 +218,12 @@ impl SchedulerManager {
         version: Option<&str>,
     ) -> Result<Value, RemoteError> {
         let mut call = Call::new(ctx, version);
-        let result = self
-            .select_destinations_traced(ctx, args, delivery, &mut call)
-            .await;
+        // Placement's questions and claims wait as long as the caller does.
+        let result = for_caller(
+            delivery.deadline,
+            self.select_destinations_traced(ctx, args, delivery, &mut call),
+        )
+        .await;
         let totals = RunningTotals {
             candidates: self.candidate_source.counts(),
             claims: self.claim_path.totals(),

@@ -22,7 +22,9 @@ pub use auth::{
     ApplicationCredentialAuth, PasswordAuth, PlacementAuth, Scope, TokenAuth, MIN_TOKEN_LIFE_SECS,
 };
 pub use candidates::AllocationCandidates;
-pub use client::{BatchClaim, ConsumerClaim, CurrentAllocations, PlacementClient};
+pub use client::{
+    beyond_the_caller, for_caller, BatchClaim, ConsumerClaim, CurrentAllocations, PlacementClient,
+};
 pub use query::{encode_query, QueryOptions};
 pub use resource_request::{
     allocation_candidates_query, destination_target, resources_from_request_spec, RequestError,
@@ -37,9 +39,11 @@ pub const CANDIDATES_VERSION: &str = "1.36";
 /// nova's `CONSUMER_GENERATION_VERSION`: reading a consumer's allocations.
 pub const CONSUMER_GENERATION_VERSION: &str = "1.28";
 
-/// The `[placement] timeout` used when nova.conf sets none. keystoneauth waits
-/// without end; a Placement that hangs would then hold a request (and its caller)
-/// as long as it hangs. `GET /allocation_candidates` takes about 2 s at 5,000 hosts.
+/// The limit of a request that serves no caller (keystone, taking claims back,
+/// learning a write's outcome) when nova.conf sets no `[placement] timeout`.
+/// keystoneauth waits without end; a Placement that hangs would then hold that work
+/// as long as it hangs. A call's questions and claims get the caller's remaining
+/// time instead ([`for_caller`]).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `[placement]` options (keystoneauth session, auth and adapter options).
@@ -49,8 +53,8 @@ pub struct PlacementOptions {
     /// root URL. Required unless `auth` is `Password`, which can use the catalog.
     pub endpoint: Option<String>,
     pub auth: PlacementAuth,
-    /// `timeout`: per HTTP request. keystoneauth has none by default; this daemon
-    /// maps an unset `[placement] timeout` to [`DEFAULT_TIMEOUT`].
+    /// `timeout`: per HTTP request. keystoneauth has none by default; unset, a call's
+    /// requests get the caller's remaining time and the others [`DEFAULT_TIMEOUT`].
     pub timeout: Option<Duration>,
     /// `cafile`: PEM bundle of extra trusted CAs.
     pub cafile: Option<PathBuf>,
@@ -109,11 +113,7 @@ impl PlacementOptions {
         Ok(PlacementOptions {
             endpoint: p.endpoint_override.clone().or_else(|| p.endpoint.clone()),
             auth: PlacementAuth::from_section(p)?,
-            timeout: Some(
-                p.timeout
-                    .map(Duration::from_secs_f64)
-                    .unwrap_or(DEFAULT_TIMEOUT),
-            ),
+            timeout: p.timeout.map(Duration::from_secs_f64),
             cafile: p.cafile.as_ref().map(Into::into),
             certfile: p.certfile.as_ref().map(Into::into),
             keyfile: p.keyfile.as_ref().map(Into::into),
@@ -145,6 +145,10 @@ pub enum PlacementError {
     /// (timeout, connection reset): Placement may or may not have applied it.
     #[error("Placement did not answer a write that was sent (it may have been applied): {0}")]
     AnswerLost(String),
+    /// The caller's timeout passed before Placement answered a question (or before
+    /// a claim was sent, which then was not).
+    #[error("the caller stopped waiting before Placement answered {0}")]
+    CallerGone(String),
     /// Keystone refused the credentials, or Placement answered 401.
     #[error("Placement service credentials do not work: {0}")]
     Unauthorized(String),

@@ -312,7 +312,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     opt("placement", "certfile", Str, "<None>", "Client certificate (PEM) presented to Placement; the key is keyfile, else in this file. Unreadable, or not matching the key, stops startup."),
     opt("placement", "keyfile", Str, "<None>", "Private key (PEM) of certfile. Set without certfile stops startup."),
     opt("placement", "insecure", Bool, "false", "Skip HTTPS certificate verification (Placement and keystone)."),
-    opt("placement", "timeout", Float, "<None>", "Seconds per request. Unset means 30 here (keystoneauth waits without end, so a hung Placement would hold a request as long as it hangs)."),
+    opt("placement", "timeout", Float, "<None>", "Seconds per request. Unset: a call's questions and claims wait as long as its caller, other requests at most 30 (keystoneauth waits without end)."),
     opt("placement", "collect_timing", Bool, "false", "Collect per-API timing (keystoneauth keeps them for its caller). Read, not honoured: every request's time is in /metrics; set, a warning at startup."),
     opt("placement", "split_loggers", Bool, "false", "Log requests to separate loggers. Read, not honoured: requests log under nova_scheduler::placement; set, a warning at startup."),
     opt("placement", "service_type", Str, "placement", "Catalog service type."),

@@ -11,7 +11,7 @@
 use super::read_ahead::AllocationReadAhead;
 use crate::model::HostState;
 use crate::placement::index::LiveIndex;
-use crate::placement::{ConsumerClaim, PlacementClient, PlacementError};
+use crate::placement::{beyond_the_caller, ConsumerClaim, PlacementClient, PlacementError};
 use crate::scheduler::{ClaimError, Claimer};
 use rustc_hash::FxHashMap;
 use serde_json::Value;
@@ -51,8 +51,43 @@ pub struct PlacementClaims<'a> {
     consumers: FxHashMap<String, ConsumerClaim>,
     /// When the caller stops waiting: no claim is made after it.
     deadline: Option<Instant>,
-    /// Claims refused because Placement failed (logged once, then counted).
-    failed_claims: u32,
+    /// Claims not made on a host (refused, or Placement failed): the first logged
+    /// at once, the others in one line when the request ends.
+    not_made: NotMade,
+}
+
+/// How many hosts to name in the line that sums up a request's claims not made.
+const HOSTS_NAMED: usize = 3;
+
+#[derive(Default)]
+struct NotMade {
+    count: u32,
+    /// The hosts after the first, with why (at most [`HOSTS_NAMED`]).
+    named: Vec<String>,
+}
+
+impl NotMade {
+    fn note(&mut self, host: &str, instance: &str, why: &str) {
+        self.count += 1;
+        if self.count == 1 {
+            warn!(
+                host,
+                instance,
+                reason = why,
+                "claim not made; trying the next host"
+            );
+        } else {
+            debug!(
+                host,
+                instance,
+                reason = why,
+                "claim not made; trying the next host"
+            );
+            if self.named.len() < HOSTS_NAMED {
+                self.named.push(format!("{host} ({why})"));
+            }
+        }
+    }
 }
 
 impl<'a> PlacementClaims<'a> {
@@ -74,7 +109,7 @@ impl<'a> PlacementClaims<'a> {
             waited,
             consumers: FxHashMap::default(),
             deadline: None,
-            failed_claims: 0,
+            not_made: NotMade::default(),
         }
     }
 
@@ -107,10 +142,19 @@ impl<'a> PlacementClaims<'a> {
 
 impl Drop for PlacementClaims<'_> {
     fn drop(&mut self) {
-        if self.failed_claims > 1 {
+        let NotMade { count, named } = &self.not_made;
+        if *count > 1 {
+            let more = (*count as usize - 1).saturating_sub(named.len());
+            let hosts = if more > 0 {
+                format!("{} and {more} more", named.join(", "))
+            } else {
+                named.join(", ")
+            };
             warn!(
-                failed_claims = self.failed_claims,
-                "claims failed in Placement for this request (the first one is logged)"
+                claims_not_made = count,
+                hosts = %hosts,
+                "claims not made on {} more host(s) for this request (the first is logged above)",
+                count - 1
             );
         }
     }
@@ -159,6 +203,13 @@ impl Claimer for PlacementClaims<'_> {
                 Ok(true)
             }
             Ok(false) => {
+                if let Some(why) = self
+                    .consumers
+                    .get_mut(instance_uuid)
+                    .and_then(ConsumerClaim::take_failure)
+                {
+                    self.not_made.note(&host.host, instance_uuid, &why);
+                }
                 if let Some(index) = self.index {
                     // A stale view: read what Placement has before the next host.
                     if let Err(e) = index.refresh().await {
@@ -175,12 +226,8 @@ impl Claimer for PlacementClaims<'_> {
                 error,
             }),
             Err(e) => {
-                self.failed_claims += 1;
-                if self.failed_claims == 1 {
-                    warn!(host = %host.host, instance = instance_uuid, error = %e, "claim failed; trying the next host");
-                } else {
-                    debug!(host = %host.host, instance = instance_uuid, error = %e, "claim failed; trying the next host");
-                }
+                self.not_made
+                    .note(&host.host, instance_uuid, &e.to_string());
                 Ok(false)
             }
         }
@@ -193,6 +240,23 @@ impl Claimer for PlacementClaims<'_> {
     /// no claim is left behind, then reports the first failure on a claim it made
     /// as `AllocationDeleteFailed`.
     async fn release(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
+        beyond_the_caller(self.release_now(instance_uuids)).await
+    }
+
+    /// Lets other requests run between instances (a decision never holds a runtime
+    /// thread for a whole request), and stops one whose caller has gone.
+    async fn before_instance(&mut self) -> Result<(), ClaimError> {
+        tokio::task::yield_now().await;
+        if self.past_deadline() {
+            return Err(caller_gone());
+        }
+        Ok(())
+    }
+}
+
+impl PlacementClaims<'_> {
+    /// [`Claimer::release`], run to its end even after the caller has gone.
+    async fn release_now(&mut self, instance_uuids: &[String]) -> Result<(), ClaimError> {
         let asked = Instant::now();
         let mut first_error = None;
         let mut uuids: Vec<&String> = instance_uuids.iter().collect();
@@ -250,16 +314,6 @@ impl Claimer for PlacementClaims<'_> {
         }
         self.waited.add(asked);
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// Lets other requests run between instances (a decision never holds a runtime
-    /// thread for a whole request), and stops one whose caller has gone.
-    async fn before_instance(&mut self) -> Result<(), ClaimError> {
-        tokio::task::yield_now().await;
-        if self.past_deadline() {
-            return Err(caller_gone());
-        }
-        Ok(())
     }
 }
 

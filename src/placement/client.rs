@@ -8,8 +8,27 @@ use super::AllocationCandidates;
 use super::{PlacementError, PlacementOptions, CANDIDATES_VERSION, CONSUMER_GENERATION_VERSION};
 use reqwest::Method;
 use serde_json::{Map, Value};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+tokio::task_local! {
+    /// When the caller of the call being served stops waiting (`None`: no caller).
+    static CALLER_DEADLINE: Option<Instant>;
+}
+
+/// Runs `work` with the Placement requests it makes bounded by `deadline`, the
+/// caller's, rather than by the fallback timeout: keystoneauth waits without end, the
+/// caller does not. `[placement] timeout`, when set, bounds each request too.
+pub async fn for_caller<F: Future>(deadline: Option<Instant>, work: F) -> F::Output {
+    CALLER_DEADLINE.scope(deadline, work).await
+}
+
+/// Runs `work` beyond the caller's deadline: taking claims back and learning the
+/// outcome of a write must finish after the caller has gone.
+pub async fn beyond_the_caller<F: Future>(work: F) -> F::Output {
+    CALLER_DEADLINE.scope(None, work).await
+}
 
 /// The client identity of `certfile` (and `keyfile`, else the key in `certfile`):
 /// both read and parsed here, so a bad file is an error naming it.
@@ -77,6 +96,9 @@ pub struct PlacementClient {
     http: reqwest::Client,
     auth: Authenticator,
     retry_unit: Duration,
+    /// `[placement] timeout`: each request's limit when set (the caller's remaining
+    /// time may cut it shorter).
+    timeout: Option<Duration>,
     /// True from the first request that could not reach Placement (or keystone)
     /// until one gets an answer again: the outage is logged once, not per request.
     outage: AtomicBool,
@@ -152,6 +174,9 @@ pub struct ConsumerClaim {
     earlier: Vec<String>,
     /// A write whose outcome could not be learned: the consumer may hold it.
     uncertain: bool,
+    /// Why the last claim on a host was not made, for the caller to log: one line
+    /// per host at thousands of candidates is left to the request's summary.
+    last_failure: Option<String>,
 }
 
 impl ConsumerClaim {
@@ -168,6 +193,11 @@ impl ConsumerClaim {
     /// it) wrote without knowing it: a failed request must take them back.
     pub fn needs_release(&self) -> bool {
         self.uncertain || !self.earlier.is_empty()
+    }
+
+    /// Why the last claim that returned `Ok(false)` was not made (taken once).
+    pub fn take_failure(&mut self) -> Option<String> {
+        self.last_failure.take()
     }
 
     /// What the consumer held before the request, once read (`None`: never read).
@@ -215,9 +245,9 @@ impl PlacementClient {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("nova-scheduler-rs/", env!("CARGO_PKG_VERSION")))
             .danger_accept_invalid_certs(opts.insecure);
-        if let Some(timeout) = opts.timeout {
-            builder = builder.timeout(timeout);
-        }
+        // Keystone's requests, and Placement's outside a call, get this; a call's get
+        // the caller's remaining time (see `exchange`).
+        builder = builder.timeout(opts.timeout.unwrap_or(super::DEFAULT_TIMEOUT));
         if let Some(path) = &opts.cafile {
             let pem = std::fs::read(path)
                 .map_err(|e| PlacementError::Config(format!("cafile {}: {e}", path.display())))?;
@@ -256,6 +286,7 @@ impl PlacementClient {
             http,
             auth,
             retry_unit: opts.claim_retry_unit,
+            timeout: opts.timeout,
             outage: AtomicBool::new(false),
             problem: std::sync::Mutex::new(None),
         })
@@ -444,6 +475,7 @@ impl PlacementClient {
             .as_ref()
             .is_none_or(|c| c.consumer_uuid == consumer_uuid));
         current = current.filter(|c| c.consumer_uuid == consumer_uuid);
+        record.last_failure = None;
         for attempt in 0..CLAIM_ATTEMPTS {
             if let Some(pause) = claim_retry_pause(attempt, self.retry_unit, rand::random()) {
                 tokio::time::sleep(pause).await;
@@ -471,12 +503,14 @@ impl PlacementClient {
                     return Ok(false);
                 }
                 Err(e) => {
-                    tracing::warn!(consumer_uuid, error = %e, "claiming resources in Placement failed");
+                    tracing::debug!(consumer_uuid, error = %e, "claiming resources in Placement failed");
+                    record.last_failure = Some(e.to_string());
                     return Ok(false);
                 }
             }
         }
         tracing::error!("Failed scheduler client operation claim_resources: out of retries");
+        record.last_failure = Some("out of retries on provider generation conflicts".into());
         Ok(false)
     }
 
@@ -569,8 +603,13 @@ impl PlacementClient {
                         global_request_id,
                     )
                     .await;
-                tracing::warn!(consumer_uuid, %why, outcome = ?verified,
+                tracing::debug!(consumer_uuid, %why, outcome = ?verified,
                     "the answer to a claim was lost; read the consumer's allocations to learn its outcome");
+                if verified != Verified::Written {
+                    record.last_failure = Some(format!(
+                        "the answer was lost ({why}); the consumer's allocations read back: {verified:?}"
+                    ));
+                }
                 // Only a read showing what the consumer held before the request (or
                 // this write, which replaced everything) says nothing else of ours is there.
                 record.uncertain = matches!(verified, Verified::Unknown | Verified::Other);
@@ -581,14 +620,30 @@ impl PlacementClient {
             record.uncertain = false;
             return Ok(Claim::Done(true));
         }
-        tracing::warn!(consumer_uuid, status = answer.status, body = %truncate(&answer.body),
+        tracing::debug!(consumer_uuid, status = answer.status, body = %truncate(&answer.body),
             "Failed to save allocation");
+        record.last_failure = Some(format!(
+            "Failed to save allocation for {consumer_uuid}. Got HTTP {}: {}",
+            answer.status,
+            truncate(&answer.body)
+        ));
         claim_failure(consumer_uuid, &answer)
     }
 
     /// After a write whose answer was lost: does the consumer hold `sent`? Read up
     /// to three times, a little apart, before saying it cannot be known.
     async fn verify_written(
+        &self,
+        consumer_uuid: &str,
+        sent: &Value,
+        baseline: &Value,
+        global_request_id: Option<&str>,
+    ) -> Verified {
+        beyond_the_caller(self.verify_written_now(consumer_uuid, sent, baseline, global_request_id))
+            .await
+    }
+
+    async fn verify_written_now(
         &self,
         consumer_uuid: &str,
         sent: &Value,
@@ -720,12 +775,16 @@ impl PlacementClient {
             Ok(answer) if answer.status < 500 => answer,
             Ok(answer) => {
                 let why = format!("{} {}", answer.status, truncate(&answer.body));
-                return self.settle_lost_batch(&body, why, global_request_id).await;
+                return beyond_the_caller(self.settle_lost_batch(&body, why, global_request_id))
+                    .await;
             }
             Err(e @ PlacementError::AnswerLost(_)) => {
-                return self
-                    .settle_lost_batch(&body, e.to_string(), global_request_id)
-                    .await;
+                return beyond_the_caller(self.settle_lost_batch(
+                    &body,
+                    e.to_string(),
+                    global_request_id,
+                ))
+                .await;
             }
             Err(e) => return Err(e),
         };
@@ -949,6 +1008,15 @@ impl PlacementClient {
         }
         // A write that may have reached Placement is not a write that failed.
         let is_write = *method != Method::GET;
+        let caller = CALLER_DEADLINE.try_with(|d| *d).ok().flatten();
+        if let Some(deadline) = caller {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                // Nothing is sent: no claim is written after the caller has gone.
+                return Err(PlacementError::CallerGone(format!("{method} {path}")));
+            }
+            req = req.timeout(self.timeout.map_or(remaining, |t| t.min(remaining)));
+        }
         let unreachable = |e: reqwest::Error| {
             if is_write && !e.is_connect() {
                 PlacementError::AnswerLost(transport_text(e))
@@ -956,7 +1024,15 @@ impl PlacementClient {
                 PlacementError::Unreachable(transport_text(e))
             }
         };
-        let mut resp = req.send().await.map_err(unreachable)?;
+        let caller_gone = |e: reqwest::Error| {
+            let past = caller.is_some_and(|d| Instant::now() >= d);
+            if past && e.is_timeout() && !is_write {
+                PlacementError::CallerGone(format!("{method} {path}"))
+            } else {
+                unreachable(e)
+            }
+        };
+        let mut resp = req.send().await.map_err(caller_gone)?;
         let status = resp.status().as_u16();
         // Read into one buffer of the announced length: a candidates answer is
         // hundreds of KiB at 1,000 hosts, and growing a buffer chunk by chunk then
@@ -967,7 +1043,7 @@ impl PlacementClient {
             .unwrap_or(0)
             .min(PREALLOCATED_BODY_MAX);
         let mut bytes = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
-        while let Some(chunk) = resp.chunk().await.map_err(unreachable)? {
+        while let Some(chunk) = resp.chunk().await.map_err(caller_gone)? {
             bytes.extend_from_slice(&chunk);
         }
         let body = String::from_utf8(bytes)

@@ -1164,6 +1164,63 @@ async fn placement_outage_is_no_valid_host_and_logged_once() {
     }
 }
 
+/// Placement answers 503 to every claim: each host is tried and the request ends in
+/// NoValidHost, with two warnings (the first claim not made, and one line summing up
+/// the others with the next hosts named), not one per host.
+#[tokio::test(flavor = "current_thread")]
+async fn claims_refused_on_every_host_log_two_lines_not_one_per_host() {
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_env_filter("nova_scheduler=info")
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let cloud = Cloud::new("refused5xx").await;
+    for i in 0..6 {
+        cloud
+            .host(&format!("refused5xx-{i}"), (8, 1.0), 16384, 200)
+            .await;
+    }
+    let plan: FaultPlan = Arc::new(|r, _log| {
+        if is_claim(r) {
+            Fault::Refuse(503)
+        } else {
+            Fault::Pass
+        }
+    });
+    let gate = Gate::start_faulty("refused5xx", plan).await;
+    let manager = cloud.scheduler(&gate.url, 6).await;
+    let uuids = vec![uuid()];
+
+    let result = select(&manager, cloud.spec((1, 512, 1), json!({}), &uuids), &uuids).await;
+
+    assert_no_valid_host(&result, "There are not enough hosts available.");
+    assert_eq!(gate.puts().len(), 6, "every host tried: {:?}", gate.puts());
+    let warned = logs.lines("WARN", "claim");
+    assert_eq!(warned.len(), 2, "{warned:#?}");
+    assert!(
+        warned[0].contains("claim not made; trying the next host"),
+        "{warned:#?}"
+    );
+    assert!(
+        warned[0].contains("503"),
+        "the first line says why: {warned:#?}"
+    );
+    assert!(
+        warned[1].contains("claims not made on 5 more host(s)")
+            && warned[1].contains("claims_not_made=6")
+            && warned[1].contains("and 2 more"),
+        "{warned:#?}"
+    );
+    assert_eq!(
+        cloud.admin.allocations(&uuids[0]).await["allocations"],
+        json!({})
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Paths that do not claim.
 

@@ -15,8 +15,8 @@ use crate::placement_server;
 use http_stub::{Recorded, Reply};
 use nova_scheduler::model::{Flavor, ImageMeta, RequestLevelParams, RequestSpec};
 use nova_scheduler::placement::{
-    allocation_candidates_query, PasswordAuth, PlacementAuth, PlacementClient, PlacementError,
-    PlacementOptions, QueryOptions,
+    allocation_candidates_query, for_caller, ConsumerClaim, PasswordAuth, PlacementAuth,
+    PlacementClient, PlacementError, PlacementOptions, QueryOptions,
 };
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -946,6 +946,118 @@ async fn timeout_bounds_a_placement_that_never_answers() {
         stub.recorded().len(),
         1,
         "the request arrived, no answer came"
+    );
+}
+
+/// A call's Placement requests wait as long as its caller: a candidates answer that
+/// comes after the caller's deadline is given up at the deadline (and counts as no
+/// outage), a set `[placement] timeout` shorter than the deadline still bounds each
+/// request, and once the deadline has passed nothing is sent, so no claim is written.
+#[tokio::test]
+async fn a_call_waits_for_placement_as_long_as_its_caller() {
+    let stub = http_stub::start_async(Arc::new(|r: Recorded| {
+        Box::pin(async move {
+            if r.path.starts_with("/allocation_candidates") {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                return Some(Reply::json(
+                    200,
+                    json!({"allocation_requests": [], "provider_summaries": {}}),
+                ));
+            }
+            std::future::pending::<()>().await;
+            None
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Option<Reply>> + Send>>
+    }))
+    .await;
+    let client = |timeout: Option<Duration>| {
+        PlacementClient::new(PlacementOptions {
+            endpoint: Some(stub.url.clone()),
+            timeout,
+            ..PlacementOptions::default()
+        })
+        .expect("client")
+    };
+    let in_secs = |s: f64| Some(std::time::Instant::now() + Duration::from_secs_f64(s));
+
+    // Unset timeout: the answer after 1.5 s is waited for within a 5 s deadline ...
+    let unset = client(None);
+    let found = for_caller(
+        in_secs(5.0),
+        unset.get_allocation_candidates(&query("CUSTOM_X"), None),
+    )
+    .await
+    .expect("answered within the caller's time");
+    assert!(found.allocation_requests.is_empty());
+    // ... and given up at a 0.5 s one, as the caller's, not as an outage.
+    let started = std::time::Instant::now();
+    match for_caller(
+        in_secs(0.5),
+        unset.get_allocation_candidates(&query("CUSTOM_X"), None),
+    )
+    .await
+    {
+        Err(PlacementError::CallerGone(what)) => {
+            assert!(what.contains("allocation_candidates"), "{what}")
+        }
+        other => panic!("expected CallerGone, got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        unset.problem(),
+        None,
+        "a caller giving up is no Placement outage"
+    );
+
+    // A set timeout shorter than the caller's deadline bounds the request.
+    let set = client(Some(Duration::from_millis(300)));
+    let started = std::time::Instant::now();
+    match for_caller(
+        in_secs(5.0),
+        set.get_allocation_candidates(&query("CUSTOM_X"), None),
+    )
+    .await
+    {
+        Err(PlacementError::Unreachable(_)) => {}
+        other => panic!("expected the set timeout (Unreachable), got {other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Past the deadline, a claim sends nothing.
+    let sent = stub.recorded().len();
+    let mut record = ConsumerClaim::default();
+    let claimed = for_caller(
+        Some(std::time::Instant::now()),
+        unset.claim_resources_from(
+            &uuid(),
+            &json!({"allocations": {uuid(): {"resources": {"VCPU": 1}}}}),
+            &uuid(),
+            &uuid(),
+            None,
+            None,
+            &mut record,
+        ),
+    )
+    .await
+    .expect("a claim not made");
+    assert!(!claimed);
+    assert_eq!(
+        stub.recorded().len(),
+        sent,
+        "nothing sent after the deadline"
+    );
+    assert!(
+        record
+            .take_failure()
+            .is_some_and(|why| why.contains("stopped waiting")),
+        "the reason is kept for the request's log line"
     );
 }
 
