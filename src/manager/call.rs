@@ -163,7 +163,10 @@ impl Call {
     ) {
         let outcome = Outcome::of(result);
         let explanation = match outcome {
-            Outcome::NoValidHost => Some(rerun.no_valid_host(&self.trace).await),
+            Outcome::NoValidHost => {
+                let message = result.as_ref().err().map_or("", |e| e.message.as_str());
+                Some(rerun.no_valid_host(&self.trace, message).await)
+            }
             _ => None,
         };
         let took = self.started.elapsed();

@@ -237,8 +237,9 @@ pub(super) struct Rerun<'a> {
 }
 
 impl Rerun<'_> {
-    /// A NoValidHost explained, and logged in one INFO line.
-    pub(super) async fn no_valid_host(&self, trace: &CallTrace) -> Value {
+    /// A NoValidHost explained, and logged in one INFO line that carries nova's
+    /// message (`No valid host was found. …`).
+    pub(super) async fn no_valid_host(&self, trace: &CallTrace, message: &str) -> Value {
         let explained = self.now(trace, None).await;
         let emptied_by = explained["emptied_by"].as_str().unwrap_or("-").to_string();
         info!(
@@ -249,7 +250,7 @@ impl Rerun<'_> {
             query = trace.candidates.as_ref().map(|c| c.query.as_str()),
             emptied_by,
             filters = %explained["filters"],
-            "NoValidHost explained"
+            "NoValidHost explained: {message}"
         );
         explained
     }
