@@ -56,6 +56,7 @@ use crate::observe::listener::{DecisionQuery, Explainer};
 use crate::placement::index::LiveIndex;
 use crate::placement::{for_caller, query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
+use crate::scheduler::compare::Answer;
 use crate::scheduler::{ScheduleOutcome, ScheduleRequest, Scheduler};
 use crate::state::{HostStateCache, HostStateStore};
 use chrono::Utc;
@@ -498,6 +499,55 @@ impl SchedulerManager {
         }
         failure
     }
+}
+
+/// What a `select_destinations` answer (or failure) says of each of `instance_uuids`,
+/// in order: the chosen host and node of a Selection list or a legacy host dict; a
+/// NoValidHost for all; `Unknown` for any other failure or a missing entry.
+pub fn answers_of(result: &Result<Value, RemoteError>, instance_uuids: &[String]) -> Vec<Answer> {
+    let entries = match result {
+        Ok(Value::Array(entries)) => entries.as_slice(),
+        Ok(_) => &[],
+        Err(e) if e.class == "NoValidHost" => {
+            return vec![Answer::NoValidHost; instance_uuids.len()];
+        }
+        Err(_) => return vec![Answer::Unknown; instance_uuids.len()],
+    };
+    (0..instance_uuids.len())
+        .map(|i| {
+            let chosen = match entries.get(i) {
+                // RPC 4.5 with return_objects: a list of Selections, the chosen first.
+                Some(Value::Array(list)) => list.first().map(|s| &s["nova_object.data"]),
+                Some(dict @ Value::Object(_)) => Some(dict),
+                _ => None,
+            };
+            let field = |v: &Value, keys: &[&str]| {
+                keys.iter()
+                    .find_map(|k| v.get(*k).and_then(Value::as_str))
+                    .map(str::to_string)
+            };
+            match chosen.and_then(|c| {
+                Some((
+                    field(c, &["service_host", "host"])?,
+                    field(c, &["nodename"])?,
+                ))
+            }) {
+                Some((host, node)) => Answer::Placed { host, node },
+                None => Answer::Unknown,
+            }
+        })
+        .collect()
+}
+
+/// A `select_destinations` call's request and instance uuids, decoded at its RPC
+/// version as the manager decodes them (before any I/O).
+pub fn select_destinations_request(
+    args: &Map<String, Value>,
+    max_instances_per_request: u32,
+) -> Result<(RequestSpec, Option<Vec<String>>), RemoteError> {
+    let decoded = SelectArgs::decode(args)?;
+    decoded.check_size(max_instances_per_request)?;
+    Ok((decoded.spec, decoded.instance_uuids))
 }
 
 /// From this many host states on, a request's outcome is freed on a blocking thread;

@@ -13,6 +13,7 @@
 //! the first hosts of each list looked at).
 
 mod decide;
+pub mod compare;
 pub mod explain;
 mod host_list;
 mod indexed;
