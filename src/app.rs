@@ -23,6 +23,7 @@ use tracing::{error, info, warn};
 
 mod db_wait;
 pub mod preflight;
+pub mod shadow;
 pub use db_wait::{ConnectError, DbTarget};
 pub use preflight::{Prepared, Refusal, RefusalKind, Refused};
 
@@ -336,47 +337,14 @@ pub async fn run(
         scheduler,
         Arc::clone(&store),
         placement,
-        ManagerOptions {
-            max_placement_results: config.scheduler.max_placement_results,
-            default_availability_zone: config.default.default_availability_zone.clone(),
-            rng_seed: None,
-            prefilters,
-            load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier
-                != 0.0,
-            indexed_decision: config.nova_scheduler_rs.indexed_decision,
-            read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
-            max_instances_per_request: config.guards.max_instances_per_request,
-            decision_ring_size: config.nova_scheduler_rs.decision_ring_size as usize,
-        },
+        manager_options(&config, prefilters),
     );
     let (notifier, notification_publisher) = notifier(&config, &notification_transport)?;
     if notifier.is_active() {
         manager = manager.with_notifier(Arc::new(notifier));
     }
-    let cache =
-        cache_options(&config).map(|opts| Arc::new(HostStateCache::new(store.clone(), opts)));
-    let mut background = Vec::new();
-    if let Some(sqlx_url) = &placement_index_url {
-        let loader = IndexLoader::connect(sqlx_url)
-            .await
-            .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
-        let index = LiveIndex::load(loader)
-            .await
-            .map_err(|e| AppError::Config(format!("[placement_database]: {e}")))?;
-        background.push(index.spawn_refresher(Duration::from_secs_f64(
-            config.nova_scheduler_rs.placement_index_refresh_interval,
-        )));
-        manager = manager.with_placement_index(index);
-        info!("placement fast path on: allocation candidates of single-provider requests are computed locally");
-    }
-    if let Some(cache) = &cache {
-        // Warm before consuming: the first answer is served from memory.
-        cache.warm().await;
-        manager = manager.with_cache(Arc::clone(cache));
-        background.push(tokio::spawn(Arc::clone(cache).run(std::future::pending())));
-    } else {
-        info!("host state cache off ([nova_scheduler_rs] host_state_refresh_interval = 0): cells are read per request");
-    }
+    let (manager, cache, mut background) =
+        fast_paths(&config, manager, &store, placement_index_url.as_deref()).await?;
     if let Some(period) = discover_period(config.scheduler.discover_hosts_in_cells_interval) {
         background.push(tokio::spawn(discover_hosts_periodically(
             Arc::clone(&store),
@@ -403,6 +371,64 @@ pub async fn run(
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// The manager's options from nova.conf.
+fn manager_options(config: &Config, prefilters: PrefilterOptions) -> ManagerOptions {
+    ManagerOptions {
+        max_placement_results: config.scheduler.max_placement_results,
+        default_availability_zone: config.default.default_availability_zone.clone(),
+        rng_seed: None,
+        prefilters,
+        load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier != 0.0,
+        indexed_decision: config.nova_scheduler_rs.indexed_decision,
+        read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
+        max_instances_per_request: config.guards.max_instances_per_request,
+        decision_ring_size: config.nova_scheduler_rs.decision_ring_size as usize,
+    }
+}
+
+/// The provider index (`[placement_database] connection`) and the warm host-state
+/// cache, as nova.conf turns them on, given to `manager`; with their background
+/// tasks (the index's refresher, the cache's passes). The cache is warm on return.
+async fn fast_paths(
+    config: &Config,
+    mut manager: SchedulerManager,
+    store: &Arc<HostStateStore>,
+    placement_index_url: Option<&str>,
+) -> Result<
+    (
+        SchedulerManager,
+        Option<Arc<HostStateCache>>,
+        Vec<tokio::task::JoinHandle<()>>,
+    ),
+    AppError,
+> {
+    let cache =
+        cache_options(config).map(|opts| Arc::new(HostStateCache::new(Arc::clone(store), opts)));
+    let mut background = Vec::new();
+    if let Some(sqlx_url) = placement_index_url {
+        let loader = IndexLoader::connect(sqlx_url)
+            .await
+            .map_err(|e| AppError::Config(format!("[placement_database] connection: {e}")))?;
+        let index = LiveIndex::load(loader)
+            .await
+            .map_err(|e| AppError::Config(format!("[placement_database]: {e}")))?;
+        background.push(index.spawn_refresher(Duration::from_secs_f64(
+            config.nova_scheduler_rs.placement_index_refresh_interval,
+        )));
+        manager = manager.with_placement_index(index);
+        info!("placement fast path on: allocation candidates of single-provider requests are computed locally");
+    }
+    if let Some(cache) = &cache {
+        // Warm before consuming: the first answer is served from memory.
+        cache.warm().await;
+        manager = manager.with_cache(Arc::clone(cache));
+        background.push(tokio::spawn(Arc::clone(cache).run(std::future::pending())));
+    } else {
+        info!("host state cache off ([nova_scheduler_rs] host_state_refresh_interval = 0): cells are read per request");
+    }
+    Ok((manager, cache, background))
 }
 
 /// The databases startup needs, in the order they are used: `[database]`,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `nova-scheduler-rs`: load nova.conf, start logging, run the daemon (or `simulate`,
-//! `config check`, `config sample`, `explain`, `capacity`, `snapshot`).
+//! `config check`, `config sample`, `explain`, `capacity`, `snapshot`, `shadow`).
 
 use nova_scheduler::config::{self, Command};
 use nova_scheduler::{app, observe, simulate, telemetry, tools};
@@ -75,6 +75,8 @@ fn main() -> ExitCode {
             };
             ExitCode::from(runtime.block_on(tools::snapshot::run(args, config)) as u8)
         }
+        Command::Shadow(ref args) => shadow(&cli, args),
+        Command::ShadowReport(ref args) => shadow_report(&cli, args),
         Command::ConfigCheck(ref args) => config_check(&cli, args),
         Command::Explain(ref args) => explain(&cli, args),
         Command::ConfigSample => {
@@ -138,6 +140,88 @@ fn tool_logging(debug: bool) {
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .try_init();
+}
+
+/// `shadow`: the same checks and logging as `run`, then the read-only shadow until
+/// SIGTERM or SIGINT.
+fn shadow(cli: &config::CliArgs, args: &config::cli::ShadowArgs) -> ExitCode {
+    let (config, load_errors) = config::load_from_cli_with_errors(cli);
+    let prepared = match app::preflight::prepare(&config, load_errors) {
+        Ok(p) => p,
+        Err(refused) => {
+            eprintln!("Invalid configuration:\n{refused}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    telemetry::init_from_config(&config, cli);
+    let options = app::shadow::ShadowOptions {
+        queue: args
+            .queue
+            .clone()
+            .unwrap_or_else(|| format!("scheduler_shadow.{}", config.default.host)),
+        max_queue: args.max_queue.unwrap_or(10_000),
+        settle: std::time::Duration::from_secs(args.settle.unwrap_or(60)),
+    };
+    let Some(runtime) = runtime(config.scheduler.workers) else {
+        return ExitCode::FAILURE;
+    };
+    let served = runtime.block_on(app::shadow::run(
+        config,
+        prepared,
+        options,
+        app::shutdown_signal(),
+    ));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "nova-scheduler-rs shadow stopped");
+            eprintln!("nova-scheduler-rs shadow: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `shadow report`: the running shadow's comparison from its listener (`--url`, else
+/// nova.conf's `[nova_scheduler_rs] http_listen`). Exit 1 when it cannot be reached.
+fn shadow_report(cli: &config::CliArgs, args: &config::cli::ShadowReportArgs) -> ExitCode {
+    let base_url = match listener_url(cli, args.url.as_deref(), "shadow report") {
+        Ok(url) => url,
+        Err(code) => return code,
+    };
+    let Some(runtime) = runtime(Some(1)) else {
+        return ExitCode::FAILURE;
+    };
+    match runtime.block_on(app::shadow::report(&base_url, args.json)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("shadow report: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--url`, else `http://<[nova_scheduler_rs] http_listen>`.
+fn listener_url(cli: &config::CliArgs, url: Option<&str>, what: &str) -> Result<String, ExitCode> {
+    if let Some(url) = url {
+        return Ok(url.to_string());
+    }
+    match config::load_from_cli(cli) {
+        Ok(c) => match c.nova_scheduler_rs.http_listen {
+            Some(addr) => Ok(format!("http://{addr}")),
+            None => {
+                eprintln!("{what}: [nova_scheduler_rs] http_listen is not set (or give --url)");
+                Err(ExitCode::from(EX_USAGE))
+            }
+        },
+        Err(e) => {
+            eprintln!("Invalid configuration:\n{e}");
+            Err(ExitCode::from(EX_USAGE))
+        }
+    }
 }
 
 /// `config check`: the checks `run` makes before it connects ([`app::preflight`]),
@@ -215,23 +299,9 @@ fn config_check(cli: &config::CliArgs, args: &config::cli::ConfigCheckArgs) -> E
 /// running daemon's listener (`--url`, else nova.conf's `[nova_scheduler_rs]
 /// http_listen`). Exit 1 when it has no such decision or cannot be reached.
 fn explain(cli: &config::CliArgs, args: &config::cli::ExplainArgs) -> ExitCode {
-    let base_url = match &args.url {
-        Some(url) => url.clone(),
-        None => match config::load_from_cli(cli) {
-            Ok(c) => match c.nova_scheduler_rs.http_listen {
-                Some(addr) => format!("http://{addr}"),
-                None => {
-                    eprintln!(
-                        "explain: [nova_scheduler_rs] http_listen is not set (or give --url)"
-                    );
-                    return ExitCode::from(EX_USAGE);
-                }
-            },
-            Err(e) => {
-                eprintln!("Invalid configuration:\n{e}");
-                return ExitCode::from(EX_USAGE);
-            }
-        },
+    let base_url = match listener_url(cli, args.url.as_deref(), "explain") {
+        Ok(url) => url,
+        Err(code) => return code,
     };
     let Some(runtime) = runtime(Some(1)) else {
         return ExitCode::FAILURE;

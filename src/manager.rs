@@ -57,6 +57,7 @@ use crate::placement::index::LiveIndex;
 use crate::placement::{for_caller, query, PlacementClient};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::compare::Answer;
+use crate::scheduler::explain::Explanation;
 use crate::scheduler::{ScheduleOutcome, ScheduleRequest, Scheduler};
 use crate::state::{HostStateCache, HostStateStore};
 use chrono::Utc;
@@ -117,6 +118,23 @@ pub struct SchedulerManager {
     claim_path: Box<dyn ClaimPath>,
     /// Recent decisions, for `explain`.
     decisions: explain::DecisionRing,
+    /// Decides without a claim and keeps no consumption (`shadow`).
+    read_only: bool,
+}
+
+/// A copy of a call decided by [`SchedulerManager::shadow_decide`].
+#[derive(Debug)]
+pub struct ShadowDecision {
+    pub instance_uuids: Vec<String>,
+    /// The hosts the request excludes (an evacuation's source host).
+    pub ignore_hosts: Vec<String>,
+    /// Ours, per instance.
+    pub answers: Vec<Answer>,
+    /// The filters' and weighers' account of the first instance (every removed
+    /// host, every survivor weighed); `None` when there was no candidate question.
+    pub account: Option<Explanation>,
+    /// The failure it was answered with, if any.
+    pub failure: Option<RemoteError>,
 }
 
 impl SchedulerManager {
@@ -140,6 +158,7 @@ impl SchedulerManager {
                 read_ahead: options.read_allocations_ahead,
             }),
             decisions: explain::DecisionRing::new(options.decision_ring_size),
+            read_only: false,
             scheduler,
             store,
             placement,
@@ -170,13 +189,25 @@ impl SchedulerManager {
         self
     }
 
+    /// Decides without claiming (no Placement write, nothing recorded in the
+    /// provider index) and keeps no consumption on cached host states: the
+    /// `shadow`'s manager. Set before [`with_placement_index`](Self::with_placement_index).
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self.claim_path = Box::new(schedule::ClaimNothing);
+        self
+    }
+
     /// Answers the common allocation-candidate questions from `index`, records
-    /// claims in it and batches them where it can.
+    /// claims in it and batches them where it can (unless read-only).
     pub fn with_placement_index(mut self, index: Arc<LiveIndex>) -> Self {
         self.candidate_source = Arc::new(AskIndex {
             index: Arc::clone(&index),
             placement: Arc::clone(&self.placement),
         });
+        if self.read_only {
+            return self;
+        }
         self.claim_path = Box::new(ClaimBatched {
             index,
             unsupported: AtomicBool::new(false),
@@ -218,6 +249,19 @@ impl SchedulerManager {
         delivery: Delivery,
         version: Option<&str>,
     ) -> Result<Value, RemoteError> {
+        let (result, call) = self.run_call(ctx, args, delivery, version).await;
+        self.finish_call(call, &result).await;
+        result
+    }
+
+    /// The call decided, and its record (not yet finished).
+    async fn run_call(
+        &self,
+        ctx: &RequestContext,
+        args: &Map<String, Value>,
+        delivery: Delivery,
+        version: Option<&str>,
+    ) -> (Result<Value, RemoteError>, Call) {
         let mut call = Call::new(ctx, version);
         // Placement's questions and claims wait as long as the caller does.
         let result = for_caller(
@@ -225,13 +269,50 @@ impl SchedulerManager {
             self.select_destinations_traced(ctx, args, delivery, &mut call),
         )
         .await;
+        (result, call)
+    }
+
+    /// The metrics, the log lines and the ring of recent decisions of a call.
+    async fn finish_call(&self, call: Call, result: &Result<Value, RemoteError>) {
         let totals = RunningTotals {
             candidates: self.candidate_source.counts(),
             claims: self.claim_path.totals(),
         };
-        call.finish(&result, &self.decisions, self.rerun(), totals)
+        call.finish(result, &self.decisions, self.rerun(), totals)
             .await;
-        result
+    }
+
+    /// A copy of a `select_destinations` call decided without a claim, a reply or a
+    /// notification (the manager must be [`read_only`](Self::read_only)), with the
+    /// filters' and weighers' account of its first instance over the hosts as they
+    /// are right after the decision (which claimed and retained nothing), for
+    /// comparing with another scheduler's answer.
+    pub async fn shadow_decide(
+        &self,
+        ctx: &RequestContext,
+        args: &Map<String, Value>,
+        version: &str,
+    ) -> ShadowDecision {
+        debug_assert!(self.read_only, "shadow_decide on a manager that claims");
+        let (result, call) = self
+            .run_call(ctx, args, Delivery::default(), Some(version))
+            .await;
+        let trace = call.trace();
+        let instance_uuids = trace.instance_uuids.clone();
+        let ignore_hosts = trace
+            .spec
+            .as_ref()
+            .map(|s| s.ignore_hosts.clone())
+            .unwrap_or_default();
+        let account = self.rerun().account(trace).await;
+        self.finish_call(call, &result).await;
+        ShadowDecision {
+            answers: answers_of(&result, &instance_uuids),
+            instance_uuids,
+            ignore_hosts,
+            account,
+            failure: result.err(),
+        }
     }
 
     /// nova's `SchedulerManager.select_destinations`, step by step, noting in
@@ -298,7 +379,9 @@ impl SchedulerManager {
         call.placed(&outcome);
 
         notice.end(ctx, last_instance.as_deref());
-        self.host_state_source.retain(&outcome, consumption, now);
+        if !self.read_only {
+            self.host_state_source.retain(&outcome, consumption, now);
+        }
         call.skip();
 
         let az = &self.options.default_availability_zone;

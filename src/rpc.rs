@@ -62,6 +62,7 @@ pub mod journal;
 pub mod notifier;
 pub mod options;
 pub mod server;
+pub mod tap;
 pub mod topology;
 mod transport;
 

@@ -48,6 +48,10 @@ pub enum Command {
     Capacity(CapacityArgs),
     /// Dump what the decision reads to one JSON file (read-only).
     Snapshot(SnapshotArgs),
+    /// Decide a copy of every call beside the answering scheduler and compare.
+    Shadow(ShadowArgs),
+    /// Print a running shadow's comparison.
+    ShadowReport(ShadowReportArgs),
 }
 
 /// `explain`'s options: exactly one of `--instance`, `--request-id`, `--recent`.
@@ -78,6 +82,43 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// Print the daemon's JSON answer
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `shadow`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ShadowArgs {
+    #[command(subcommand)]
+    action: Option<ShadowAction>,
+    /// The shadow's own queue, bound beside the scheduler's [default:
+    /// scheduler_shadow.<[DEFAULT] host>]
+    #[arg(long, value_name = "NAME")]
+    pub queue: Option<String>,
+    /// Copies the broker keeps for a shadow that falls behind, the oldest dropped
+    /// first [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub max_queue: Option<u32>,
+    /// Seconds to wait for the answering scheduler's claims of a call [default: 60]
+    #[arg(long, value_name = "SECONDS")]
+    pub settle: Option<u64>,
+}
+
+#[derive(Subcommand, Clone, Debug, PartialEq, Eq)]
+enum ShadowAction {
+    /// Print the running shadow's comparison: agreement, the disagreements grouped by
+    /// the first step where the decisions part, examples (needs http_listen)
+    Report(ShadowReportArgs),
+}
+
+/// `shadow report`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShadowReportArgs {
+    /// The shadow's listener [default: http://<[nova_scheduler_rs] http_listen>]
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Print the shadow's JSON answer
     #[arg(long)]
     pub json: bool,
 }
@@ -296,6 +337,10 @@ enum Sub {
     Config(ConfigSub),
     /// Why did the running daemon decide a request as it did? (needs http_listen)
     Explain(ExplainArgs),
+    /// Read-only: decide a copy of every call beside the answering scheduler (nova's,
+    /// or this daemon with another nova.conf) and compare; claims, answers and writes
+    /// nothing
+    Shadow(ShadowArgs),
 }
 
 /// `config check`'s options.
@@ -448,6 +493,11 @@ where
             Some(Sub::Config(ConfigSub::Check(args))) => Command::ConfigCheck(args),
             Some(Sub::Config(ConfigSub::Sample)) => Command::ConfigSample,
             Some(Sub::Explain(args)) => Command::Explain(args),
+            Some(Sub::Shadow(ShadowArgs {
+                action: Some(ShadowAction::Report(args)),
+                ..
+            })) => Command::ShadowReport(args),
+            Some(Sub::Shadow(args)) => Command::Shadow(args),
         },
         ..CliArgs::default()
     };

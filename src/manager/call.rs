@@ -106,6 +106,11 @@ impl Call {
         self.mark = Instant::now();
     }
 
+    /// What the call asked and got so far.
+    pub(super) fn trace(&self) -> &CallTrace {
+        &self.trace
+    }
+
     pub(super) fn instances(&mut self, instance_uuids: Option<&[String]>) {
         self.trace.instance_uuids = instance_uuids.map(<[String]>::to_vec).unwrap_or_default();
     }

@@ -12,7 +12,7 @@
 //! states as they are then, and says so (`as_of: now`).
 
 use super::host_states::{CandidatesByProvider, HostStateSource};
-use crate::model::RequestSpec;
+use crate::model::{HostState, RequestSpec};
 use crate::observe::listener::DecisionQuery;
 use crate::observe::metrics::CallResult;
 use crate::rpc::RemoteError;
@@ -255,21 +255,35 @@ impl Rerun<'_> {
         explained
     }
 
-    /// The filters and weighers run again over `trace`'s candidates as their host
-    /// states are now; with `host`, only that host.
-    async fn now(&self, trace: &CallTrace, host: Option<&str>) -> Value {
+    /// Every removed host with its filter's reason and every survivor weighed, over
+    /// `trace`'s candidates as their host states are now (the shadow's comparison);
+    /// `None` without a candidates question or host states.
+    pub(super) async fn account(&self, trace: &CallTrace) -> Option<Explanation> {
+        let (spec, hosts, now) = self.candidate_hosts(trace).await.ok()?;
+        self.scheduler
+            .explain(&hosts, spec, now, usize::MAX, usize::MAX)
+            .ok()
+    }
+
+    /// `trace`'s candidates with their host states as they are now (each with its
+    /// allocation candidates where they were kept), or what the explanation says
+    /// instead.
+    async fn candidate_hosts<'t>(
+        &self,
+        trace: &'t CallTrace,
+    ) -> Result<(&'t RequestSpec, Vec<HostState>, DateTime<Utc>), Value> {
         let mut out = json!({ "as_of": "now", "filters": [] });
         let Some(seen) = &trace.candidates else {
             out["note"] = json!("no Placement question (a rebuild): not explained");
-            return out;
+            return Err(out);
         };
         if seen.providers.is_empty() {
             out["emptied_by"] = json!("Placement");
-            return out;
+            return Err(out);
         }
         let Some(spec) = &trace.spec else {
             out["note"] = json!("the request failed before its hosts were read");
-            return out;
+            return Err(out);
         };
         let now = Utc::now();
         let mut hosts = match self
@@ -281,7 +295,7 @@ impl Rerun<'_> {
             Err(e) => {
                 warn!(error = %e, "could not read host states to explain a decision");
                 out["error"] = json!(format!("could not read host states: {e}"));
-                return out;
+                return Err(out);
             }
         };
         if let Some(by_rp) = &trace.allocation_candidates {
@@ -291,6 +305,17 @@ impl Rerun<'_> {
                 }
             }
         }
+        Ok((spec, hosts, now))
+    }
+
+    /// The filters and weighers run again over `trace`'s candidates as their host
+    /// states are now; with `host`, only that host.
+    async fn now(&self, trace: &CallTrace, host: Option<&str>) -> Value {
+        let mut out = json!({ "as_of": "now", "filters": [] });
+        let (spec, mut hosts, now) = match self.candidate_hosts(trace).await {
+            Ok(found) => found,
+            Err(said) => return said,
+        };
         if let Some(name) = host {
             hosts.retain(|h| *h.host == *name || *h.nodename == *name);
             if hosts.is_empty() {

@@ -12,11 +12,14 @@ use super::read_ahead::AllocationReadAhead;
 use super::redelivery::Delivery;
 use super::request_filter::PrefilterOptions;
 use super::{batch_claims, redelivery};
+use crate::model::HostState;
 use crate::model::RequestSpec;
 use crate::placement::index::LiveIndex;
 use crate::placement::{query, PlacementClient};
 use crate::rpc::{RemoteError, RequestContext};
-use crate::scheduler::{ClaimError, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler};
+use crate::scheduler::{
+    ClaimError, Claimer, ScheduleError, ScheduleOutcome, ScheduleRequest, Scheduler,
+};
 use futures_util::future::BoxFuture;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -94,6 +97,50 @@ pub(super) trait ClaimPath: Send + Sync {
     fn batch_committed(&self, _refused: bool) {}
     fn totals(&self) -> ClaimTotals {
         ClaimTotals::default()
+    }
+    /// False for a path that claims nothing (the shadow's decisions).
+    fn writes(&self) -> bool {
+        true
+    }
+}
+
+/// The shadow's way: no claim at all. Each instance's claim is taken as made, so the
+/// decision goes on as nova's does after a successful claim; nothing is written to
+/// Placement or recorded in the provider index.
+pub(super) struct ClaimNothing;
+
+impl ClaimPath for ClaimNothing {
+    fn batch_index<'a: 'b, 'b>(
+        &'a self,
+        _: Option<&'b [String]>,
+    ) -> BoxFuture<'b, Option<&'a LiveIndex>> {
+        Box::pin(std::future::ready(None))
+    }
+
+    fn index(&self) -> Option<&LiveIndex> {
+        None
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
+/// Claims taken as made, without a request (see [`ClaimNothing`]).
+struct AssumedClaims;
+
+impl Claimer for AssumedClaims {
+    async fn claim(
+        &mut self,
+        _: &str,
+        _: &HostState,
+        _: &serde_json::Value,
+    ) -> Result<bool, ClaimError> {
+        Ok(true)
+    }
+
+    async fn release(&mut self, _: &[String]) -> Result<(), ClaimError> {
+        Ok(())
     }
 }
 
@@ -317,7 +364,8 @@ impl Decider<'_> {
             let mut shared = self.rng.lock().unwrap_or_else(|p| p.into_inner());
             StdRng::seed_from_u64(rand::RngExt::random(&mut *shared))
         };
-        let claiming = request.use_placement && request.instance_uuids.is_some();
+        let claiming =
+            request.use_placement && request.instance_uuids.is_some() && self.claim_path.writes();
         let batch_index = match (&candidates.spec_before, candidates.from_index && claiming) {
             (Some(_), true) if claims.earlier_claims.is_empty() => {
                 self.claim_path
@@ -368,6 +416,11 @@ impl Decider<'_> {
         read_ahead: Option<AllocationReadAhead>,
         rng: &mut StdRng,
     ) -> Result<ScheduleOutcome, ScheduleError> {
+        if !self.claim_path.writes() {
+            return hosts
+                .decide(self.scheduler, request, &mut AssumedClaims, rng)
+                .await;
+        }
         let mut claimer = claims::PlacementClaims::new(
             self.placement,
             self.claim_path.index(),

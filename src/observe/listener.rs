@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! The opt-in HTTP listener (`[nova_scheduler_rs] http_listen`): `GET /metrics`,
-//! `/healthz`, `/readyz` and `/decisions` (the ring of recent decisions, see
-//! `nova-scheduler-rs explain`). HTTP/1.1 only, no TLS: it is meant for a loopback or
-//! management address that Prometheus and the service manager reach.
+//! `/healthz`, `/readyz`, `/decisions` (the ring of recent decisions, see
+//! `nova-scheduler-rs explain`) and, in a shadow, `/shadow` (its comparison with
+//! the answering scheduler, see `nova-scheduler-rs shadow report`). HTTP/1.1 only,
+//! no TLS: it is meant for a loopback or management address that Prometheus and the
+//! service manager reach.
 
 use super::health::{Health, Verdict};
 use super::metrics::metrics;
@@ -57,10 +59,15 @@ impl DecisionQuery {
     }
 }
 
-/// What answers `/decisions` (the scheduler manager's ring).
+/// What answers `/decisions` (the scheduler manager's ring) and, in a shadow,
+/// `/shadow`.
 pub trait Explainer: Send + Sync {
     /// The decision `query` names, as JSON; `None` when the ring has none.
     fn explain<'a>(&'a self, query: DecisionQuery) -> BoxFuture<'a, Option<Value>>;
+    /// The shadow's comparison so far; `None` in a process that is no shadow.
+    fn shadow_report(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// The explainer, set once the manager exists (the listener starts before it).
@@ -144,9 +151,20 @@ async fn route(
                 ),
             }
         }
+        "/shadow" => match explainer.get().map(|e| e.shadow_report()) {
+            Some(Some(report)) => json(StatusCode::OK, &report),
+            Some(None) => json(
+                StatusCode::NOT_FOUND,
+                &serde_json::json!({"error": "this process is not a shadow"}),
+            ),
+            None => json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &serde_json::json!({"error": "starting"}),
+            ),
+        },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: /metrics, /healthz, /readyz, /decisions\n".into(),
+            "not found: /metrics, /healthz, /readyz, /decisions, /shadow\n".into(),
         ),
     }
 }

@@ -85,6 +85,12 @@ pub struct CandidateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// `agree`, `tie`, `differ` or `unknown`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
     commit: &'static str,
@@ -126,6 +132,9 @@ pub struct Metrics {
     pub poison_messages: Counter,
     pub reconnects: Counter,
     pub notifications_dropped: Counter,
+    pub shadow_calls: Counter,
+    pub shadow_instances: Family<ShadowLabels, Counter>,
+    pub shadow_lag_seconds: Histogram,
     registry: Registry,
     /// Each family's exposed name and type.
     families: Vec<(String, MetricType)>,
@@ -184,6 +193,9 @@ impl Metrics {
             poison_messages: Counter::default(),
             reconnects: Counter::default(),
             notifications_dropped: Counter::default(),
+            shadow_calls: Counter::default(),
+            shadow_instances: Family::default(),
+            shadow_lag_seconds: latency(),
             registry: Registry::with_prefix(PREFIX),
             families: Vec::new(),
         };
@@ -296,6 +308,21 @@ impl Metrics {
             m.notifications_dropped.clone(),
         );
         r.register(
+            "shadow_calls",
+            "select_destinations calls the shadow decided (copies of the scheduler's calls)",
+            m.shadow_calls.clone(),
+        );
+        r.register(
+            "shadow_instances",
+            "Instances the shadow compared with the answering scheduler's choice, by result",
+            m.shadow_instances.clone(),
+        );
+        r.register(
+            "shadow_lag_seconds",
+            "Time from a copy's arrival to the shadow's decision",
+            m.shadow_lag_seconds.clone(),
+        );
+        r.register(
             "build",
             "The daemon's version, git commit and the nova release it matches",
             Info::new(BuildLabels {
@@ -337,6 +364,13 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// One instance compared by the shadow.
+    pub fn shadow_instance(&self, result: &'static str) {
+        self.shadow_instances
+            .get_or_create(&ShadowLabels { result })
+            .inc();
     }
 
     /// One `select_destinations` call answered.

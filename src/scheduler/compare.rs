@@ -131,11 +131,7 @@ pub fn compare(
         h.eq_ignore_ascii_case(host) && n == node
     };
     for f in &explanation.filters {
-        if let Some(removed) = f
-            .removed
-            .iter()
-            .find(|r| is(&r.host, &r.node, theirs_host))
-        {
+        if let Some(removed) = f.removed.iter().find(|r| is(&r.host, &r.node, theirs_host)) {
             return Verdict::Differ(Step::Filter {
                 filter: f.filter.to_string(),
                 reason: removed.reason.clone(),
@@ -276,7 +272,11 @@ mod tests {
     #[test]
     fn the_same_host_agrees_and_unknown_stays_unknown() {
         let e = account();
-        assert_eq!(compare(&e, &placed("a"), &placed("A"), 1), Verdict::Agree);
+        let upper = Answer::Placed {
+            host: "A".into(),
+            node: "a".into(),
+        };
+        assert_eq!(compare(&e, &placed("a"), &upper, 1), Verdict::Agree);
         assert_eq!(
             compare(&e, &Answer::NoValidHost, &Answer::NoValidHost, 1),
             Verdict::Agree
