@@ -17,7 +17,10 @@
 # Knobs: NSRS_BIN (the daemon binary [$CARGO_TARGET_DIR or target]/release/nova-scheduler-rs),
 # NSRS_SCHEDULER_CMD=nova (the reference nova-scheduler instead), NSRS_CP_STATE
 # [$NSRS_STATE/cp], ports NSRS_CP_PLACEMENT_PORT [8778], NSRS_CP_API_PORT [8774],
-# NSRS_CP_GLANCE_PORT [9292], NSRS_CP_NEUTRON_PORT [9696].
+# NSRS_CP_GLANCE_PORT [9292], NSRS_CP_NEUTRON_PORT [9696], NSRS_CP_SHADOW_PORT [9105].
+# Beside the scheduler under test runs `nova-scheduler-rs shadow` (when the binary is
+# built), which decides a copy of every call and compares; tests/control_plane/test_shadow.py
+# reads its report at the end of the run.
 # Databases nsrs_cp_{api,cell0,cell1,placement} and the vhost nsrs_cp are dropped and
 # recreated by 'up'. Placement uses port 8778 like scripts/stack.sh: one of the two at a time.
 set -euo pipefail
@@ -35,6 +38,7 @@ CP_PLACEMENT_PORT=${NSRS_CP_PLACEMENT_PORT:-8778}
 CP_API_PORT=${NSRS_CP_API_PORT:-8774}
 CP_GLANCE_PORT=${NSRS_CP_GLANCE_PORT:-9292}
 CP_NEUTRON_PORT=${NSRS_CP_NEUTRON_PORT:-9696}
+CP_SHADOW_PORT=${NSRS_CP_SHADOW_PORT:-9105}
 CP_COMPUTES=(cp-compute1 cp-compute2 cp-compute3)
 CP_TESTS=$NSRS_REPO/tests/control_plane
 
@@ -340,6 +344,23 @@ start_scheduler() {
     RUST_LOG=${RUST_LOG:-info} start_bg scheduler $cmd
 }
 
+daemon_bin() { # the nova-scheduler-rs binary, if built
+    local bin=${NSRS_BIN:-${CARGO_TARGET_DIR:-$NSRS_REPO/target}/release/nova-scheduler-rs}
+    [ -x "$bin" ] && echo "$bin"
+}
+
+start_shadow() { # a read-only shadow beside the scheduler under test, listening on CP_SHADOW_PORT
+    local bin
+    bin=$(daemon_bin) || { nsrs_log "no nova-scheduler-rs binary: no shadow in this run"; return 0; }
+    port_free_or_die "$CP_SHADOW_PORT" "the shadow's listener"
+    printf '[DEFAULT]\nhost = cp-shadow\n[nova_scheduler_rs]\nhttp_listen = 127.0.0.1:%s\nstate_dir = %s\n' \
+        "$CP_SHADOW_PORT" "$CP/shadow-state" >"$CP/shadow.conf"
+    nsrs_log "starting a shadow beside the scheduler under test: $bin shadow"
+    RUST_LOG=${RUST_LOG:-info} start_bg shadow "$bin" --config-file "$CP_CONF" --config-file "$CP/shadow.conf" \
+        shadow --settle 30
+    echo "http://127.0.0.1:$CP_SHADOW_PORT" >"$CP/shadow-url"
+}
+
 start_compute() { # start_compute HOST
     local host=$1
     start_bg "$host" env NSRS_CP_MARKERS="$CP/markers" "$NSRS_VENV/bin/python" "$CP_TESTS/nsrs_fake_compute.py" \
@@ -376,7 +397,7 @@ wait_host_mappings() { # the scheduler's periodic discover_hosts maps every comp
 }
 
 stop_all() {
-    stop_bg "${CP_COMPUTES[@]}" conductor scheduler standins &
+    stop_bg "${CP_COMPUTES[@]}" conductor scheduler shadow standins &
     local job=$!
     nsrs_stop_pidfile "$CP_PIDS/nova-api-gunicorn.pid" "nova-api (gunicorn)"
     nsrs_stop_pidfile "$CP_PIDS/placement-gunicorn.pid" "Placement (gunicorn)"
@@ -401,10 +422,12 @@ cmd_up() {
     start_bg standins "$NSRS_VENV/bin/python" "$CP_TESTS/standins.py" \
         --glance-port "$CP_GLANCE_PORT" --neutron-port "$CP_NEUTRON_PORT" --log "$CP_LOGS/standins-calls.jsonl"
     start_scheduler
+    start_shadow
     nsrs_log "starting nova-conductor"
     start_bg conductor "$NSRS_VENV/bin/nova-conductor" --config-file "$CP_CONF"
     start_api
     wait_consumer scheduler "the scheduler" scheduler
+    [ -f "$CP/shadow-url" ] && wait_consumer scheduler_shadow.cp-shadow "the shadow" shadow
     wait_consumer conductor nova-conductor conductor
     for host in "${CP_COMPUTES[@]}"; do
         nsrs_log "starting nova-compute $host (fake virt driver)"
@@ -422,6 +445,7 @@ cmd_up() {
  "glance": "http://127.0.0.1:$CP_GLANCE_PORT",
  "computes": [$(printf '"%s", ' "${CP_COMPUTES[@]}" | sed 's/, $//')],
  "scheduler": "$(cat "$CP/scheduler-cmd")",
+ "shadow": "$(cat "$CP/shadow-url" 2>/dev/null)",
  "markers": "$CP/markers",
  "control_script": "$NSRS_REPO/scripts/control_plane.sh"}
 EOF
@@ -433,7 +457,7 @@ cmd_down() {
     [ -d "$CP_PIDS" ] || { nsrs_log "control plane: nothing to stop"; return 0; }
     stop_all
     local port left=()
-    for port in "$CP_PLACEMENT_PORT" "$CP_API_PORT" "$CP_GLANCE_PORT" "$CP_NEUTRON_PORT"; do
+    for port in "$CP_PLACEMENT_PORT" "$CP_API_PORT" "$CP_GLANCE_PORT" "$CP_NEUTRON_PORT" "$CP_SHADOW_PORT"; do
         nsrs_port_open "$port" && left+=("$port")
     done
     if [ ${#left[@]} -gt 0 ]; then
@@ -451,7 +475,8 @@ cmd_status() {
             printf '%-22s up (pid %s)\n' "${name%-gunicorn}" "$(cat "$CP_PIDS/$name.pid")"
         else printf '%-22s down\n' "${name%-gunicorn}"; rc=1; fi
     done
-    for name in standins scheduler conductor "${CP_COMPUTES[@]}"; do
+    for name in standins scheduler shadow conductor "${CP_COMPUTES[@]}"; do
+        [ "$name" = shadow ] && [ ! -f "$CP/shadow-url" ] && continue
         if bg_alive "$name"; then printf '%-22s up (pid %s)\n' "$name" "$(cat "$CP_PIDS/$name.pid")"
         else printf '%-22s down\n' "$name"; rc=1; fi
     done
@@ -468,7 +493,7 @@ cmd_test() {
     (cd "$NSRS_REPO" && "$NSRS_VENV/bin/python" -m pytest tests/control_plane -v "$@") || rc=$?
     if [ "$rc" -ne 0 ]; then
         local f
-        for f in scheduler conductor; do
+        for f in scheduler conductor shadow; do
             printf '\n--- last lines of %s\n' "$CP_LOGS/$f.log"
             tail -n 40 "$CP_LOGS/$f.log" || true
         done

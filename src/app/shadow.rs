@@ -195,7 +195,8 @@ impl Shadow {
             metrics().shadow_calls.inc();
             metrics().shadow_lag_seconds.observe(lag.as_secs_f64());
             let comparable = !decision.instance_uuids.is_empty();
-            self.tally.call(lag, comparable);
+            let moves = !decision.ignore_hosts.is_empty();
+            self.tally.call(lag, comparable, moves);
             if comparable {
                 // The answering scheduler's claims come after ours: wait for them
                 // off the copy's path, so the next copies are decided meanwhile.
@@ -252,6 +253,7 @@ impl Shadow {
                 },
             });
         }
+        self.tally.compared();
     }
 }
 

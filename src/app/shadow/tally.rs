@@ -31,11 +31,16 @@ pub struct Example {
 #[derive(Debug, Default)]
 struct Counts {
     calls: u64,
+    /// Calls that move an instance (the request excludes its current host:
+    /// migrate, resize, live migration, evacuate, unshelve elsewhere).
+    moves: u64,
     /// Copies that could not be decoded, or a method that is not the scheduler's.
     undecodable: u64,
     casts: u64,
     /// Calls without instance uuids (RPC < 4.4): decided, not compared.
     not_comparable: u64,
+    /// Calls decided whose comparison waits for the answering scheduler's claims.
+    pending: u64,
     verdicts: BTreeMap<&'static str, u64>,
     steps: BTreeMap<String, (u64, Vec<Example>)>,
     lags: std::collections::VecDeque<f64>,
@@ -63,10 +68,15 @@ impl Tally {
     }
 
     /// A call decided, `lag` after its copy arrived.
-    pub fn call(&self, lag: Duration, comparable: bool) {
+    pub fn call(&self, lag: Duration, comparable: bool, moves: bool) {
         self.with(|c| {
             c.calls += 1;
-            if !comparable {
+            if moves {
+                c.moves += 1;
+            }
+            if comparable {
+                c.pending += 1;
+            } else {
                 c.not_comparable += 1;
             }
             if c.lags.len() == LAGS_KEPT {
@@ -74,6 +84,11 @@ impl Tally {
             }
             c.lags.push_back(lag.as_secs_f64());
         });
+    }
+
+    /// A call's comparison is done (its instances were counted).
+    pub fn compared(&self) {
+        self.with(|c| c.pending = c.pending.saturating_sub(1));
     }
 
     pub fn cast(&self) {
@@ -121,9 +136,11 @@ impl Tally {
             json!({
                 "since": self.since.to_rfc3339(),
                 "calls": c.calls,
+                "moves": c.moves,
                 "casts": c.casts,
                 "undecodable": c.undecodable,
                 "not_comparable": c.not_comparable,
+                "pending": c.pending,
                 "instances": {
                     "agree": count("agree"),
                     "tie": count("tie"),
@@ -154,9 +171,10 @@ pub fn render(r: &Value) -> String {
     };
     let i = &r["instances"];
     let mut out = format!(
-        "shadow since {}: {} call(s) decided, {} cast(s) followed, {} undecodable\n",
+        "shadow since {}: {} call(s) decided ({} move(s)), {} cast(s) followed, {} undecodable\n",
         r["since"].as_str().unwrap_or("-"),
         n(&r["calls"]),
+        n(&r["moves"]),
         n(&r["casts"]),
         n(&r["undecodable"]),
     );
@@ -255,8 +273,8 @@ mod tests {
     #[test]
     fn the_report_groups_differences_by_step_and_counts_agreement() {
         let t = Tally::default();
-        t.call(Duration::from_millis(4), true);
-        t.call(Duration::from_millis(8), true);
+        t.call(Duration::from_millis(4), true, false);
+        t.call(Duration::from_millis(8), true, true);
         let placed = |h: &str| Answer::Placed {
             host: h.into(),
             node: h.into(),
@@ -287,6 +305,7 @@ mod tests {
         t.instance(&Verdict::Unknown, || unreachable!());
         let r = t.report();
         assert_eq!(r["calls"], 2);
+        assert_eq!(r["moves"], 1);
         assert_eq!(r["instances"]["differ"], 1);
         assert_eq!(r["agreement"]["agree_or_tie"], json!(2.0 / 3.0));
         assert_eq!(r["differences"][0]["step"], "weigher:RAMWeigher");
