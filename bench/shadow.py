@@ -9,7 +9,8 @@ nova-scheduler from the venv, then runs the same sequential phase three times
 
   1. nova alone;
   2. nova with two shadows beside it: one with the stack's nova.conf, one with a
-     changed option (--changed, default ram_weight_multiplier = -1.0);
+     changed option (--changed, default ram_weight_multiplier = -1.0); both with the
+     provider index (`[placement_database] connection`) unless --no-index;
   3. nova alone again (1 and 3 are pooled: the stack drifts over minutes).
 
 It reports nova's p50 without and with the shadows, each shadow's calls seen
@@ -75,8 +76,19 @@ class Proc:
         self.logf.close()
 
 
+def index_overlay(state):
+    """`[placement_database] connection`: the shadow answers the candidates questions
+    from its provider index (the database Placement itself uses)."""
+    import configparser
+    pconf = configparser.ConfigParser(interpolation=None)
+    pconf.read(state / "placement" / "placement.conf")
+    return f"[placement_database]\nconnection = {pconf['placement_database']['connection']}\n"
+
+
 def start_shadow(args, state, name, overlay):
     port = free_port()
+    if not args.no_index:
+        overlay = index_overlay(state) + overlay
     conf = state / f"bench-shadow-{name}.conf"
     conf.write_text(f"[DEFAULT]\nhost = bench-shadow-{name}\n"
                     f"[nova_scheduler_rs]\nhttp_listen = 127.0.0.1:{port}\n"
@@ -119,6 +131,8 @@ def main():
     ap.add_argument("--changed", default="[filter_scheduler]\nram_weight_multiplier = -1.0\n",
                     help="the changed shadow's nova.conf overlay")
     ap.add_argument("--changed-weigher", default="RAMWeigher")
+    ap.add_argument("--no-index", action="store_true",
+                    help="the shadows ask Placement's API for candidates (no provider index)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     state = Path(args.state_dir)

@@ -740,3 +740,46 @@ impl Endpoint for ManagerEndpoint {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn answers_are_read_from_selections_legacy_dicts_and_failures() {
+        let uuids = vec!["u1".to_string(), "u2".to_string()];
+        let selection = |host: &str| {
+            json!({"nova_object.data": {"service_host": host, "nodename": format!("{host}.node")}})
+        };
+        let objects = Ok(json!([[selection("a"), selection("b")], [selection("c")]]));
+        assert_eq!(
+            answers_of(&objects, &uuids),
+            vec![
+                Answer::Placed {
+                    host: "a".into(),
+                    node: "a.node".into()
+                },
+                Answer::Placed {
+                    host: "c".into(),
+                    node: "c.node".into()
+                },
+            ]
+        );
+        let legacy = Ok(json!([{"host": "d", "nodename": "d", "limits": {}}]));
+        assert_eq!(
+            answers_of(&legacy, &uuids),
+            vec![
+                Answer::Placed {
+                    host: "d".into(),
+                    node: "d".into()
+                },
+                Answer::Unknown
+            ]
+        );
+        let nvh = Err(RemoteError::no_valid_host(String::new()));
+        assert_eq!(answers_of(&nvh, &uuids), vec![Answer::NoValidHost; 2]);
+        let other = Err(RemoteError::runtime_error("boom".to_string()));
+        assert_eq!(answers_of(&other, &uuids), vec![Answer::Unknown; 2]);
+    }
+}

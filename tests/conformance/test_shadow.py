@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -45,7 +46,6 @@ def _get(url, timeout=5):
 
 def _queue_exists(transport_url, queue):
     import amqp
-    import urllib.parse
 
     u = urllib.parse.urlsplit(transport_url.split(",")[0])
     conn = amqp.Connection(host=f"{u.hostname or '127.0.0.1'}:{u.port or 5672}",
@@ -195,6 +195,15 @@ def test_shadows_compare_without_writing(nova, conf, cloud_db, placement, instan
                 assert cur.fetchone()[0] == 0, "a shadow registered a service row"
         finally:
             cdb.close()
+
+    # Its queue is bounded, drops the oldest copy when full, and goes with its consumer.
+    vhost = urllib.parse.unquote(urllib.parse.urlsplit(conf["DEFAULT"]["transport_url"]).path[1:]) or "/"
+    listed = subprocess.run(["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "durable",
+                             "auto_delete", "arguments"], capture_output=True, text=True,
+                            timeout=60).stdout
+    line = next((l for l in listed.splitlines() if l.split("\t")[0] == same.queue), None)
+    assert line is not None, listed
+    assert "\tfalse\ttrue\t" in line and "x-max-length" in line and "drop-head" in line, line
 
     # Stopped (SIGTERM) or killed (SIGKILL), a shadow leaves no queue behind.
     url = conf["DEFAULT"]["transport_url"]
