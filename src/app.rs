@@ -10,6 +10,7 @@ use crate::observe::health::{Health, ReadinessBounds, SystemdNotifier};
 use crate::observe::listener;
 use crate::placement::index::{IndexLoader, LiveIndex};
 use crate::placement::{PlacementClient, PlacementOptions};
+use crate::recording::{Recorder, RecorderOptions};
 use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
@@ -349,6 +350,25 @@ pub async fn run(
             decision_ring_size: config.nova_scheduler_rs.decision_ring_size as usize,
         },
     );
+    let recorder = match &config.nova_scheduler_rs.record_calls {
+        Some(path) => {
+            let recorder = Recorder::open(RecorderOptions {
+                path: path.clone(),
+                max_bytes: config.nova_scheduler_rs.record_max_bytes,
+                keep: config.nova_scheduler_rs.record_keep,
+                host: config.default.host.clone(),
+            })
+            .map_err(|e| {
+                AppError::Config(format!(
+                    "[nova_scheduler_rs] record_calls: cannot record there: {e}"
+                ))
+            })?;
+            info!(path = %path.display(), "recording every select_destinations call and its answer");
+            manager = manager.with_recorder(Arc::clone(&recorder));
+            Some(recorder)
+        }
+        None => None,
+    };
     let (notifier, notification_publisher) = notifier(&config, &notification_transport)?;
     if notifier.is_active() {
         manager = manager.with_notifier(Arc::new(notifier));
@@ -399,6 +419,10 @@ pub async fn run(
     heartbeat.abort();
     for task in background.into_iter().chain(observers) {
         task.abort();
+    }
+    // The recording's last records and gzip trailer, before the process exits.
+    if let Some(recorder) = recorder {
+        recorder.close();
     }
     served?;
     info!("stopped");

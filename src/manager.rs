@@ -55,6 +55,7 @@ use crate::notifications::Notifier;
 use crate::observe::listener::{DecisionQuery, Explainer};
 use crate::placement::index::LiveIndex;
 use crate::placement::{for_caller, query, PlacementClient};
+use crate::recording::{AnsweredBy, Recorder};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::compare::Answer;
 use crate::scheduler::{ScheduleOutcome, ScheduleRequest, Scheduler};
@@ -117,6 +118,8 @@ pub struct SchedulerManager {
     claim_path: Box<dyn ClaimPath>,
     /// Recent decisions, for `explain`.
     decisions: explain::DecisionRing,
+    /// Where the RPC calls and their answers are recorded (`record_calls`).
+    recorder: Option<Arc<Recorder>>,
 }
 
 impl SchedulerManager {
@@ -147,7 +150,14 @@ impl SchedulerManager {
             rng: Mutex::new(rng),
             cache: None,
             notifier: None,
+            recorder: None,
         }
+    }
+
+    /// Records every `select_destinations` call that comes over RPC, and its answer.
+    pub fn with_recorder(mut self, recorder: Arc<Recorder>) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Sends nova's `scheduler.select_destinations` notifications through `notifier`.
@@ -644,14 +654,36 @@ impl Endpoint for ManagerEndpoint {
                     deadline: call.deadline,
                     redelivered: call.redelivered,
                 };
-                manager
+                let recorded = manager.recorder.as_ref().map(|r| {
+                    let id = r.call(
+                        Utc::now(),
+                        &call.method,
+                        &call.version,
+                        call.context.as_map(),
+                        &call.args,
+                    );
+                    (r, id)
+                });
+                let result = manager
                     .select_destinations_call(
                         &call.context,
                         &call.args,
                         delivery,
                         Some(&call.version),
                     )
-                    .await
+                    .await;
+                if let Some((recorder, id)) = recorded {
+                    let uuids: Vec<String> = call
+                        .args
+                        .get("instance_uuids")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                        .unwrap_or_default();
+                    let answers = answers_of(&result, &uuids);
+                    let instances: Vec<(String, Answer)> = uuids.into_iter().zip(answers).collect();
+                    recorder.answer(id, AnsweredBy::Daemon, &instances);
+                }
+                result
             }
             .instrument(span),
         )
