@@ -10,6 +10,7 @@ use crate::observe::health::{Health, ReadinessBounds, SystemdNotifier};
 use crate::observe::listener;
 use crate::placement::index::{IndexLoader, LiveIndex};
 use crate::placement::{PlacementClient, PlacementOptions};
+use crate::recording::{Recorder, RecorderOptions};
 use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
@@ -339,6 +340,14 @@ pub async fn run(
         placement,
         manager_options(&config, prefilters),
     );
+    let recorder = match &config.nova_scheduler_rs.record_calls {
+        Some(path) => {
+            let recorder = open_recorder(&config, path)?;
+            manager = manager.with_recorder(Arc::clone(&recorder));
+            Some(recorder)
+        }
+        None => None,
+    };
     let (notifier, notification_publisher) = notifier(&config, &notification_transport)?;
     if notifier.is_active() {
         manager = manager.with_notifier(Arc::new(notifier));
@@ -368,9 +377,30 @@ pub async fn run(
     for task in background.into_iter().chain(observers) {
         task.abort();
     }
+    // The recording's last records and gzip trailer, before the process exits.
+    if let Some(recorder) = recorder {
+        recorder.close();
+    }
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// A recording of calls at `path`, rotated and bounded as `[nova_scheduler_rs]
+/// record_max_bytes` and `record_keep` say.
+fn open_recorder(
+    config: &Config,
+    path: &std::path::Path,
+) -> Result<Arc<crate::recording::Recorder>, AppError> {
+    let recorder = Recorder::open(RecorderOptions {
+        path: path.to_path_buf(),
+        max_bytes: config.nova_scheduler_rs.record_max_bytes,
+        keep: config.nova_scheduler_rs.record_keep,
+        host: config.default.host.clone(),
+    })
+    .map_err(|e| AppError::Config(format!("recording calls to {}: {e}", path.display())))?;
+    info!(path = %path.display(), "recording every select_destinations call and its answer");
+    Ok(recorder)
 }
 
 /// The manager's options from nova.conf.

@@ -27,12 +27,14 @@
 //!   request, the provider index.
 //! - [`notifications`]: the scheduler's legacy and versioned notifications (payloads).
 //! - [`manager`]: nova's `SchedulerManager` RPC endpoint: `select_destinations`.
+//! - [`recording`]: the recording of `select_destinations` calls and answers (gzip JSON
+//!   lines, rotated), and its reader for `replay`.
 //! - [`observe`]: metrics, liveness and readiness, the HTTP listener, the `explain` client.
 //! - [`telemetry`]: oslo.log's options (files, journal, syslog, JSON) as a tracing subscriber.
 //! - [`app`]: wiring and process life.
 //!
 //! And the operator's offline tools over the core: [`simulate`] (the demo cloud) and
-//! [`tools`] (`capacity`, `snapshot`, decisions with in-memory claims).
+//! [`tools`] (`capacity`, `snapshot`, `replay`, decisions with in-memory claims).
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms)]
 
@@ -49,6 +51,7 @@ pub mod observe;
 pub mod pci;
 pub mod placement;
 pub mod py;
+pub mod recording;
 pub mod rpc;
 pub mod scheduler;
 pub mod simulate;

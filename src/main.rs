@@ -161,6 +161,7 @@ fn shadow(cli: &config::CliArgs, args: &config::cli::ShadowArgs) -> ExitCode {
             .unwrap_or_else(|| format!("scheduler_shadow.{}", config.default.host)),
         max_queue: args.max_queue.unwrap_or(10_000),
         settle: std::time::Duration::from_secs(args.settle.unwrap_or(60)),
+        record: args.record.clone(),
     };
     let Some(runtime) = runtime(config.scheduler.workers) else {
         return ExitCode::FAILURE;

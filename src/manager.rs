@@ -55,6 +55,7 @@ use crate::notifications::Notifier;
 use crate::observe::listener::{DecisionQuery, Explainer};
 use crate::placement::index::LiveIndex;
 use crate::placement::{for_caller, query, PlacementClient};
+use crate::recording::{AnsweredBy, Recorder};
 use crate::rpc::{Endpoint, EndpointFuture, IncomingCall, RemoteError, RequestContext};
 use crate::scheduler::compare::Answer;
 use crate::scheduler::explain::Explanation;
@@ -120,6 +121,8 @@ pub struct SchedulerManager {
     decisions: explain::DecisionRing,
     /// Decides without a claim and keeps no consumption (`shadow`).
     read_only: bool,
+    /// Where the RPC calls and their answers are recorded (`record_calls`).
+    recorder: Option<Arc<Recorder>>,
 }
 
 /// A copy of a call decided by [`SchedulerManager::shadow_decide`].
@@ -166,7 +169,14 @@ impl SchedulerManager {
             rng: Mutex::new(rng),
             cache: None,
             notifier: None,
+            recorder: None,
         }
+    }
+
+    /// Records every `select_destinations` call that comes over RPC, and its answer.
+    pub fn with_recorder(mut self, recorder: Arc<Recorder>) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Sends nova's `scheduler.select_destinations` notifications through `notifier`.
@@ -727,14 +737,41 @@ impl Endpoint for ManagerEndpoint {
                     deadline: call.deadline,
                     redelivered: call.redelivered,
                 };
-                manager
+                let recorded = manager.recorder.as_ref().map(|r| {
+                    let id = r.call(
+                        Utc::now(),
+                        &call.method,
+                        &call.version,
+                        call.context.as_map(),
+                        &call.args,
+                    );
+                    (r, id)
+                });
+                let result = manager
                     .select_destinations_call(
                         &call.context,
                         &call.args,
                         delivery,
                         Some(&call.version),
                     )
-                    .await
+                    .await;
+                if let Some((recorder, id)) = recorded {
+                    let uuids: Vec<String> = call
+                        .args
+                        .get("instance_uuids")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let answers = answers_of(&result, &uuids);
+                    let instances: Vec<(String, Answer)> = uuids.into_iter().zip(answers).collect();
+                    recorder.answer(id, AnsweredBy::Daemon, &instances);
+                }
+                result
             }
             .instrument(span),
         )
@@ -749,9 +786,7 @@ mod tests {
     #[test]
     fn answers_are_read_from_selections_legacy_dicts_and_failures() {
         let uuids = vec!["u1".to_string(), "u2".to_string()];
-        let selection = |host: &str| {
-            json!({"nova_object.data": {"service_host": host, "nodename": format!("{host}.node")}})
-        };
+        let selection = |host: &str| json!({"nova_object.data": {"service_host": host, "nodename": format!("{host}.node")}});
         let objects = Ok(json!([[selection("a"), selection("b")], [selection("c")]]));
         assert_eq!(
             answers_of(&objects, &uuids),

@@ -65,11 +65,14 @@ pub enum RefusalKind {
     /// `[nova_scheduler_rs] state_dir` where this user cannot keep the record of
     /// requests in flight.
     StateDir,
+    /// `[nova_scheduler_rs] record_calls` in a directory that is missing or not
+    /// writable by this user.
+    RecordCalls,
 }
 
 impl RefusalKind {
     /// Every kind, in declaration order.
-    pub const ALL: [RefusalKind; 11] = [
+    pub const ALL: [RefusalKind; 12] = [
         RefusalKind::File,
         RefusalKind::Syntax,
         RefusalKind::Value,
@@ -81,6 +84,7 @@ impl RefusalKind {
         RefusalKind::NotificationTransport,
         RefusalKind::TlsFile,
         RefusalKind::StateDir,
+        RefusalKind::RecordCalls,
     ];
 
     /// Its place in [`RefusalKind::ALL`]; the match makes a new kind fail to compile
@@ -98,6 +102,7 @@ impl RefusalKind {
             RefusalKind::NotificationTransport => 8,
             RefusalKind::TlsFile => 9,
             RefusalKind::StateDir => 10,
+            RefusalKind::RecordCalls => 11,
         }
     }
 }
@@ -243,6 +248,18 @@ pub fn prepare(config: &Config, load_errors: Vec<ConfigError>) -> Result<Prepare
             );
         }
     }
+    if let Some(path) = &config.nova_scheduler_rs.record_calls {
+        if let Some(reason) = unrecordable(path) {
+            refuse(
+                RefusalKind::RecordCalls,
+                format!(
+                    "[nova_scheduler_rs] record_calls = {}: {reason}; the calls cannot be \
+                     recorded there (leave it empty to record nothing)",
+                    path.display()
+                ),
+            );
+        }
+    }
 
     match (
         scheduler,
@@ -373,6 +390,31 @@ fn unwritable(dir: &Path) -> Option<String> {
             ids.uid
         )
     })
+}
+
+/// Why the recording cannot be written at `path` (its directory must exist and be
+/// writable: the file is created, and rotated by renaming), if it cannot. Nothing
+/// is created.
+fn unrecordable(path: &Path) -> Option<String> {
+    if path.is_dir() {
+        return Some("is a directory, not a file".into());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => Some(format!("{} is not a directory", dir.display())),
+        Ok(meta) if !ProcessIds::current().may_write(&meta) => Some(format!(
+            "its directory {} is not writable by this user (uid {}, mode {:o}, owner uid {})",
+            dir.display(),
+            ProcessIds::current().uid,
+            meta.mode() & 0o7777,
+            meta.uid()
+        )),
+        Ok(_) => None,
+        Err(e) => Some(format!("its directory {}: {e}", dir.display())),
+    }
 }
 
 /// The effective user and groups of this process, from `/proc/self/status` (the
@@ -515,6 +557,20 @@ mod tests {
         assert!(unwritable(&file.join("below"))
             .unwrap()
             .contains("is not a directory"));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_recording_needs_its_directory_and_is_not_created() {
+        let base = std::env::temp_dir().join(format!("nsrs-preflight-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let path = base.join("calls.gz");
+        assert_eq!(unrecordable(&path), None);
+        assert!(!path.exists());
+        assert!(unrecordable(&base.join("missing/calls.gz"))
+            .unwrap()
+            .contains("missing"));
+        assert!(unrecordable(&base).unwrap().contains("is a directory"));
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -12,7 +12,9 @@
 //! read-only); the casts it consumes (aggregates, instance info) keep its host
 //! states following the cloud. What it found is in its metrics
 //! (`nova_scheduler_shadow_*`), one WARN line per `differ`, the listener's
-//! `/shadow` (printed by `shadow report`) and `/decisions` (`explain`).
+//! `/shadow` (printed by `shadow report`) and `/decisions` (`explain`). With
+//! `--record FILE` every call is recorded with where the answering scheduler put its
+//! instances, for `replay`.
 
 mod nova_answer;
 pub mod tally;
@@ -24,6 +26,7 @@ use crate::observe::health::Health;
 use crate::observe::listener::{self, DecisionQuery, Explainer};
 use crate::observe::metrics;
 use crate::placement::PlacementClient;
+use crate::recording::{AnsweredBy, Recorder};
 use crate::rpc::envelope::Request;
 use crate::rpc::tap::{self, Copy, CopyHandler, TapOptions};
 use crate::scheduler::compare::{compare, Answer, Verdict};
@@ -46,6 +49,9 @@ pub struct ShadowOptions {
     pub max_queue: u32,
     /// How long to wait for the answering scheduler's claims of a call.
     pub settle: Duration,
+    /// Record every call and the answering scheduler's answer here (`--record`,
+    /// else `[nova_scheduler_rs] record_calls`).
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// The shadow's parts, shared by the copies in flight.
@@ -54,6 +60,7 @@ struct Shadow {
     placement: Arc<PlacementClient>,
     store: Arc<HostStateStore>,
     tally: Tally,
+    recorder: Option<Arc<Recorder>>,
     settle: Duration,
     host_subset_size: usize,
 }
@@ -125,7 +132,16 @@ pub async fn run(
     // none of its own decisions either.
     let (manager, _cache, background) =
         fast_paths(&config, manager, &store, placement_index_url.as_deref()).await?;
+    let record = options
+        .record
+        .clone()
+        .or_else(|| config.nova_scheduler_rs.record_calls.clone());
+    let recorder = match &record {
+        Some(path) => Some(super::open_recorder(&config, path)?),
+        None => None,
+    };
     let shadow = Arc::new(Shadow {
+        recorder: recorder.clone(),
         manager,
         placement,
         store,
@@ -150,6 +166,10 @@ pub async fn run(
     let served = tap::run(rpc_options, tap, handler, shutdown).await;
     for task in background.into_iter().chain(observers) {
         task.abort();
+    }
+    // The recording's last records and gzip trailer, before the process exits.
+    if let Some(recorder) = recorder {
+        recorder.close();
     }
     served?;
     info!("shadow stopped");
@@ -183,6 +203,15 @@ impl Shadow {
             "shadow",
             request_id = request.context.request_id().unwrap_or("-")
         );
+        let recorded = self.recorder.as_ref().map(|r| {
+            r.call(
+                Utc::now(),
+                &request.method,
+                &request.version,
+                request.context.as_map(),
+                &request.args,
+            )
+        });
         async move {
             // Boxed: the decision's future is deep, and this one nests it again.
             let decision = Box::pin(self.manager.shadow_decide(
@@ -202,7 +231,7 @@ impl Shadow {
                 // off the copy's path, so the next copies are decided meanwhile.
                 let shadow = Arc::clone(&self);
                 tokio::spawn(
-                    async move { shadow.compare(&request, decision).await }
+                    async move { shadow.compare(&request, decision, recorded).await }
                         .instrument(tracing::Span::current()),
                 );
             }
@@ -211,8 +240,9 @@ impl Shadow {
         .await;
     }
 
-    /// Learns where the answering scheduler put each instance and compares.
-    async fn compare(&self, request: &Request, decision: ShadowDecision) {
+    /// Learns where the answering scheduler put each instance, records it (under
+    /// the call's id in the recording) and compares.
+    async fn compare(&self, request: &Request, decision: ShadowDecision, recorded: Option<u64>) {
         let theirs = nova_answer::learn(
             &self.placement,
             &self.store,
@@ -221,6 +251,15 @@ impl Shadow {
             self.settle,
         )
         .await;
+        if let (Some(recorder), Some(id)) = (&self.recorder, recorded) {
+            let instances: Vec<(String, Answer)> = decision
+                .instance_uuids
+                .iter()
+                .cloned()
+                .zip(theirs.iter().cloned())
+                .collect();
+            recorder.answer(id, AnsweredBy::Nova, &instances);
+        }
         let no_account = crate::scheduler::explain::Explanation::default();
         let account = decision.account.as_ref().unwrap_or(&no_account);
         for ((uuid, ours), theirs) in decision

@@ -103,6 +103,11 @@ pub struct ShadowArgs {
     /// Seconds to wait for the answering scheduler's claims of a call [default: 60]
     #[arg(long, value_name = "SECONDS")]
     pub settle: Option<u64>,
+    /// Record every call and where the answering scheduler put its instances (gzip
+    /// JSON lines, secrets stripped; for `replay`) [default: [nova_scheduler_rs]
+    /// record_calls]
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Clone, Debug, PartialEq, Eq)]

@@ -49,6 +49,13 @@ pub struct HostStateCacheSection {
     /// Recent decisions kept for `explain` (what each call asked and got; a
     /// NoValidHost with its per-filter account). 0 keeps none.
     pub decision_ring_size: u32,
+    /// The file every `select_destinations` call and this daemon's answer are
+    /// recorded to (`crate::recording`); `None` (empty, the default) records nothing.
+    pub record_calls: Option<std::path::PathBuf>,
+    /// Compressed bytes of the recording before it is rotated.
+    pub record_max_bytes: u64,
+    /// Rotated recordings kept beside the live one.
+    pub record_keep: u32,
 }
 
 impl Default for HostStateCacheSection {
@@ -64,6 +71,9 @@ impl Default for HostStateCacheSection {
             read_allocations_ahead: true,
             http_listen: None,
             decision_ring_size: 256,
+            record_calls: None,
+            record_max_bytes: 100 * 1024 * 1024,
+            record_keep: 5,
         }
     }
 }
@@ -120,6 +130,11 @@ impl HostStateCacheSection {
                 Some(0),
                 Some(100_000),
             ),
+            record_calls: Some(r.string("record_calls", ""))
+                .filter(|p| !p.trim().is_empty())
+                .map(std::path::PathBuf::from),
+            record_max_bytes: r.int("record_max_bytes", d.record_max_bytes, Some(1), None),
+            record_keep: r.int("record_keep", d.record_keep, Some(0), None),
         }
     }
 }
@@ -189,5 +204,25 @@ mod tests {
             Some("127.0.0.1:9101".parse().unwrap())
         );
         assert!(read("[nova_scheduler_rs]\nhttp_listen = localhost\n").is_err());
+    }
+
+    #[test]
+    fn record_calls_is_a_path_or_off() {
+        let s =
+            read("[nova_scheduler_rs]\nrecord_calls = /var/log/nova/calls.gz\nrecord_keep = 0\n")
+                .unwrap();
+        assert_eq!(
+            s.record_calls.as_deref(),
+            Some(std::path::Path::new("/var/log/nova/calls.gz"))
+        );
+        assert_eq!((s.record_max_bytes, s.record_keep), (104_857_600, 0));
+        assert_eq!(
+            read("[nova_scheduler_rs]\nrecord_calls =\n")
+                .unwrap()
+                .record_calls,
+            None
+        );
+        assert!(read("[nova_scheduler_rs]\nrecord_max_bytes = 0\n").is_err());
+        assert!(read("[nova_scheduler_rs]\nrecord_keep = -1\n").is_err());
     }
 }

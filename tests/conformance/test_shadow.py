@@ -67,7 +67,7 @@ def _queue_exists(transport_url, queue):
 
 
 class Shadow:
-    def __init__(self, name, overlay, tmp_path):
+    def __init__(self, name, overlay, tmp_path, extra=()):
         self.name = name
         self.host = f"shadow-{name}"
         self.queue = f"scheduler_shadow.{self.host}"
@@ -84,7 +84,7 @@ class Shadow:
         env = dict(os.environ, RUST_LOG="info")
         self.proc = subprocess.Popen(
             [binary, "--config-file", str(H.NOVA_CONF), "--config-file", str(conf),
-             "shadow", "--settle", "20"],
+             "shadow", "--settle", "20", *extra],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
 
     def log_tail(self, n=40):
@@ -126,7 +126,7 @@ class Shadow:
 
 @pytest.fixture
 def shadows(tmp_path):
-    started = [Shadow("same", "", tmp_path),
+    started = [Shadow("same", "", tmp_path, ("--record", str(tmp_path / "calls.jsonl.gz"))),
                Shadow("packing", "[filter_scheduler]\nram_weight_multiplier = -1.0\n", tmp_path)]
     try:
         for s in started:
@@ -137,7 +137,8 @@ def shadows(tmp_path):
             s.stop()
 
 
-def test_shadows_compare_without_writing(nova, conf, cloud_db, placement, instance_uuids, shadows):
+def test_shadows_compare_without_writing(nova, conf, cloud_db, placement, instance_uuids, shadows,
+                                        tmp_path):
     same, packing = shadows["same"], shadows["packing"]
     expected = 0
     for i in range(CALLS):
@@ -210,6 +211,19 @@ def test_shadows_compare_without_writing(nova, conf, cloud_db, placement, instan
     assert _queue_exists(url, same.queue) and _queue_exists(url, packing.queue)
     same.stop(signal.SIGTERM)
     packing.stop(signal.SIGKILL)
+
+    # The same shadow recorded every call, with where nova put each instance, and no
+    # token (the format line, then a call and its answer per call).
+    import gzip
+    with gzip.open(tmp_path / "calls.jsonl.gz", "rt") as f:
+        records = [json.loads(line) for line in f]
+    assert records[0]["format"] == "nova-scheduler-rs recording 1", records[0]
+    calls = [r for r in records if r.get("kind") == "call"]
+    answers = [r for r in records if r.get("kind") == "answer"]
+    assert len(calls) == CALLS and len(answers) == CALLS, (len(calls), len(answers))
+    assert all(a["by"] == "nova" and all(i["result"] == "placed" for i in a["instances"])
+               for a in answers), answers[:3]
+    assert not any("auth_token" in c["context"] for c in calls), calls[0]["context"]
     deadline = time.monotonic() + 15
     while _queue_exists(url, same.queue) or _queue_exists(url, packing.queue):
         assert time.monotonic() < deadline, "a stopped shadow's queue is still on the broker"

@@ -144,6 +144,7 @@ fn bad_cases(scratch: &Path) -> Vec<Case> {
         bad("an application credential without its secret", PlacementAuth, with("[placement]\nauth_type = v3applicationcredential\nauth_url = http://ks:5000/v3\napplication_credential_id = 0a1b\n"), "application_credential_secret"),
         bad("a state_dir below a file", StateDir, with(&format!("[nova_scheduler_rs]\nstate_dir = {}/below\n", a_file.display())), "is not a directory"),
         bad("a state_dir below /dev/null", StateDir, with("[nova_scheduler_rs]\nstate_dir = /dev/null/nova-scheduler-rs\n"), "state_dir"),
+        bad("a recording in a missing directory", RecordCalls, with("[nova_scheduler_rs]\nrecord_calls = /nonexistent/nsrs/calls.jsonl.gz\n"), "record_calls = /nonexistent/nsrs/calls.jsonl.gz"),
     ];
     // Every problem at once: a bad value does not hide the filter after it.
     cases.push(bad(

@@ -30,6 +30,7 @@ const EDGES: &[&str] = &[
     "observe",
     "telemetry",
     "notifications",
+    "recording",
     "tools",
     "simulate",
 ];
