@@ -12,8 +12,8 @@
 //! candidate filtered and weighed) or the warm cache's host table (`indexed`, only
 //! the first hosts of each list looked at).
 
-mod decide;
 pub mod compare;
+mod decide;
 pub mod explain;
 mod host_list;
 mod indexed;

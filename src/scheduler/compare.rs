@@ -131,11 +131,7 @@ pub fn compare(
         h.eq_ignore_ascii_case(host) && n == node
     };
     for f in &explanation.filters {
-        if let Some(removed) = f
-            .removed
-            .iter()
-            .find(|r| is(&r.host, &r.node, theirs_host))
-        {
+        if let Some(removed) = f.removed.iter().find(|r| is(&r.host, &r.node, theirs_host)) {
             return Verdict::Differ(Step::Filter {
                 filter: f.filter.to_string(),
                 reason: removed.reason.clone(),
