@@ -677,7 +677,12 @@ impl Endpoint for ManagerEndpoint {
                         .args
                         .get("instance_uuids")
                         .and_then(Value::as_array)
-                        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(Value::as_str)
+                                .map(str::to_string)
+                                .collect()
+                        })
                         .unwrap_or_default();
                     let answers = answers_of(&result, &uuids);
                     let instances: Vec<(String, Answer)> = uuids.into_iter().zip(answers).collect();

@@ -221,7 +221,10 @@ impl Recorder {
         };
         let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
         if self.drop_warning.lock().is_ok_and(|mut w| w.due()) {
-            warn!(dropped, "{sent}: a record was dropped ([nova_scheduler_rs] record_calls)");
+            warn!(
+                dropped,
+                "{sent}: a record was dropped ([nova_scheduler_rs] record_calls)"
+            );
         }
     }
 
@@ -252,7 +255,10 @@ struct RateLimit {
 impl RateLimit {
     fn due(&mut self) -> bool {
         let now = Instant::now();
-        if self.last.is_some_and(|t| now.duration_since(t) < WARN_EVERY) {
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < WARN_EVERY)
+        {
             return false;
         }
         self.last = Some(now);
@@ -351,10 +357,9 @@ struct Writer {
 impl Writer {
     fn run(mut self, receiver: Receiver<Message>) {
         loop {
-            let wait = self
-                .live
-                .as_ref()
-                .map_or(FLUSH_EVERY, |l| FLUSH_EVERY.saturating_sub(l.last_flush.elapsed()));
+            let wait = self.live.as_ref().map_or(FLUSH_EVERY, |l| {
+                FLUSH_EVERY.saturating_sub(l.last_flush.elapsed())
+            });
             match receiver.recv_timeout(wait) {
                 Ok(message) => self.write(message),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -426,7 +431,9 @@ impl Writer {
     /// A write error: the file's gzip stream may be cut, so it is given up (a new
     /// one is started for the next record).
     fn failed(&mut self, e: &std::io::Error, lost: u64) {
-        self.counters.write_errors.fetch_add(lost, Ordering::Relaxed);
+        self.counters
+            .write_errors
+            .fetch_add(lost, Ordering::Relaxed);
         self.live = None;
         if self.error_warning.due() {
             warn!(
@@ -709,7 +716,9 @@ fn read_file(
         number += 1;
         if number == 1 {
             let header: Header = serde_json::from_slice(&buf).map_err(|e| {
-                format_error(format!("the first line is not a recording's format line: {e}"))
+                format_error(format!(
+                    "the first line is not a recording's format line: {e}"
+                ))
             })?;
             if header.format != FORMAT {
                 return Err(format_error(format!(
@@ -829,12 +838,18 @@ mod tests {
         recorder.answer(
             id,
             AnsweredBy::Daemon,
-            &[("9f1c4a9e-2d7e-4c35-8f5e-0d6f7f9a1b2c".into(), placed("cmp1"))],
+            &[(
+                "9f1c4a9e-2d7e-4c35-8f5e-0d6f7f9a1b2c".into(),
+                placed("cmp1"),
+            )],
         );
         recorder.answer(
             id,
             AnsweredBy::Nova,
-            &[("9f1c4a9e-2d7e-4c35-8f5e-0d6f7f9a1b2c".into(), Answer::NoValidHost)],
+            &[(
+                "9f1c4a9e-2d7e-4c35-8f5e-0d6f7f9a1b2c".into(),
+                Answer::NoValidHost,
+            )],
         );
         recorder.close();
         assert_eq!((recorder.written(), recorder.dropped()), (3, 0));
@@ -848,7 +863,14 @@ mod tests {
             .unwrap();
             text
         };
-        for secret in ["gAAAA", "placement", "X-Subject-Token", "db_password", "admin_secret", "refresh_token"] {
+        for secret in [
+            "gAAAA",
+            "placement",
+            "X-Subject-Token",
+            "db_password",
+            "admin_secret",
+            "refresh_token",
+        ] {
             assert!(!raw.contains(secret), "{secret} written: {raw}");
         }
         let first: Value = serde_json::from_str(raw.lines().next().unwrap()).unwrap();
@@ -859,7 +881,10 @@ mod tests {
         assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
         assert_eq!(recording.calls.len(), 1);
         let call = &recording.calls[0];
-        assert_eq!((call.id, call.method.as_str(), call.version.as_str()), (id, "select_destinations", "4.5"));
+        assert_eq!(
+            (call.id, call.method.as_str(), call.version.as_str()),
+            (id, "select_destinations", "4.5")
+        );
         assert_eq!(call.at, at.trunc_subsecs(6));
         assert_eq!(call.context.get("user_id"), Some(&json!("u1")));
         assert!(call.context.get("auth_token").is_none());
@@ -884,11 +909,17 @@ mod tests {
         // A file left by an earlier run is rotated away, never appended to.
         std::fs::write(&path, b"an earlier run's file").unwrap();
         let recorder = Recorder::open(options(&path, 50_000, 3)).unwrap();
-        assert_eq!(std::fs::read(numbered(&path, 1)).unwrap(), b"an earlier run's file");
+        assert_eq!(
+            std::fs::read(numbered(&path, 1)).unwrap(),
+            b"an earlier run's file"
+        );
         let mut ids = Vec::new();
         for i in 0..6_000u64 {
             // Random-looking payloads so that compression does not hide the volume.
-            let noise = [uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string()];
+            let noise = [
+                uuid::Uuid::new_v4().to_string(),
+                uuid::Uuid::new_v4().to_string(),
+            ];
             let args = map(json!({"n": i, "noise": noise}));
             let id = recorder.call(Utc::now(), "select_destinations", "4.5", &Map::new(), &args);
             recorder.answer(id, AnsweredBy::Daemon, &[(format!("u{i}"), placed("h"))]);
@@ -911,10 +942,18 @@ mod tests {
             assert!(len < 50_000 + 48 * 1024, "{}: {len}", p.display());
         }
         // Given in any order, read oldest first: the ids come out in order.
-        let given = vec![numbered(&path, 1), path.clone(), numbered(&path, 3), numbered(&path, 2)];
+        let given = vec![
+            numbered(&path, 1),
+            path.clone(),
+            numbered(&path, 3),
+            numbered(&path, 2),
+        ];
         let recording = read(&given).unwrap();
         let read_ids: Vec<u64> = recording.calls.iter().map(|c| c.id).collect();
-        assert!(read_ids.windows(2).all(|w| w[1] == w[0] + 1), "{read_ids:?}");
+        assert!(
+            read_ids.windows(2).all(|w| w[1] == w[0] + 1),
+            "{read_ids:?}"
+        );
         assert_eq!(read_ids.last(), ids.last());
         assert!(recording.calls.iter().all(|c| c.answers.len() == 1));
         // The oldest files were deleted: the first id left is well past 1.
@@ -949,7 +988,13 @@ mod tests {
         let path = dir.join("calls.gz");
         let recorder = Recorder::open(options(&path, 1 << 30, 1)).unwrap();
         for i in 0..10u64 {
-            recorder.call(Utc::now(), "select_destinations", "4.5", &Map::new(), &map(json!({"i": i})));
+            recorder.call(
+                Utc::now(),
+                "select_destinations",
+                "4.5",
+                &Map::new(),
+                &map(json!({"i": i})),
+            );
         }
         // Within about a second of being sent, every record can be read back.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -961,7 +1006,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(100));
         };
         assert_eq!(recording.calls.len(), 10);
-        assert!(recording.warnings.iter().any(|w| w.contains("cut short")), "{:?}", recording.warnings);
+        assert!(
+            recording.warnings.iter().any(|w| w.contains("cut short")),
+            "{:?}",
+            recording.warnings
+        );
         // A copy cut in the middle of the compressed data reads as far as it goes.
         let bytes = std::fs::read(&path).unwrap();
         let cut = dir.join("cut.gz");
@@ -980,13 +1029,22 @@ mod tests {
         let recorder = Recorder::open_with_capacity(options(&path, 1 << 30, 1), 4).unwrap();
         let started = Instant::now();
         for i in 0..20_000u64 {
-            recorder.call(Utc::now(), "select_destinations", "4.5", &Map::new(), &map(json!({"i": i})));
+            recorder.call(
+                Utc::now(),
+                "select_destinations",
+                "4.5",
+                &Map::new(),
+                &map(json!({"i": i})),
+            );
         }
         assert!(started.elapsed() < Duration::from_secs(5));
         recorder.close();
         assert!(recorder.dropped() > 0);
         assert_eq!(recorder.dropped() + recorder.written(), 20_000);
-        assert_eq!(read(&[path]).unwrap().calls.len() as u64, recorder.written());
+        assert_eq!(
+            read(&[path]).unwrap().calls.len() as u64,
+            recorder.written()
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -995,13 +1053,20 @@ mod tests {
         let dir = scratch("bad");
         let plain = dir.join("plain.json");
         std::fs::write(&plain, b"{}\n").unwrap();
-        assert!(read(std::slice::from_ref(&plain)).unwrap_err().to_string().contains("plain.json"));
+        assert!(read(std::slice::from_ref(&plain))
+            .unwrap_err()
+            .to_string()
+            .contains("plain.json"));
         let other = dir.join("other.gz");
         let mut gz = GzEncoder::new(File::create(&other).unwrap(), Compression::fast());
-        gz.write_all(b"{\"format\":\"something else 2\"}\n").unwrap();
+        gz.write_all(b"{\"format\":\"something else 2\"}\n")
+            .unwrap();
         gz.finish().unwrap();
         let err = read(std::slice::from_ref(&other)).unwrap_err().to_string();
-        assert!(err.contains("other.gz") && err.contains("something else 2"), "{err}");
+        assert!(
+            err.contains("other.gz") && err.contains("something else 2"),
+            "{err}"
+        );
         let missing = Recorder::open(options(&dir.join("no/such/dir/calls.gz"), 1, 1));
         assert!(missing.err().unwrap().to_string().contains("no/such/dir"));
         std::fs::remove_dir_all(dir).unwrap();

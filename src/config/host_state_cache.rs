@@ -208,14 +208,20 @@ mod tests {
 
     #[test]
     fn record_calls_is_a_path_or_off() {
-        let s = read("[nova_scheduler_rs]\nrecord_calls = /var/log/nova/calls.gz\nrecord_keep = 0\n")
-            .unwrap();
+        let s =
+            read("[nova_scheduler_rs]\nrecord_calls = /var/log/nova/calls.gz\nrecord_keep = 0\n")
+                .unwrap();
         assert_eq!(
             s.record_calls.as_deref(),
             Some(std::path::Path::new("/var/log/nova/calls.gz"))
         );
         assert_eq!((s.record_max_bytes, s.record_keep), (104_857_600, 0));
-        assert_eq!(read("[nova_scheduler_rs]\nrecord_calls =\n").unwrap().record_calls, None);
+        assert_eq!(
+            read("[nova_scheduler_rs]\nrecord_calls =\n")
+                .unwrap()
+                .record_calls,
+            None
+        );
         assert!(read("[nova_scheduler_rs]\nrecord_max_bytes = 0\n").is_err());
         assert!(read("[nova_scheduler_rs]\nrecord_keep = -1\n").is_err());
     }
