@@ -477,7 +477,7 @@ async fn packing(
         .filter(|h| h.num_instances > 0 || !h.instances.is_empty())
         .count();
     let mut flavors: Vec<_> = snapshot.flavors.iter().collect();
-    flavors.sort_by(|a, b| (b.memory_mb, b.vcpus).cmp(&(a.memory_mb, a.vcpus)));
+    flavors.sort_by_key(|f| std::cmp::Reverse((f.memory_mb, f.vcpus)));
     let mut largest = None;
     let mut nodes_for_it = 0;
     for f in flavors {
