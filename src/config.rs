@@ -35,7 +35,8 @@ pub mod transport_url;
 pub mod typos;
 
 pub use cli::{
-    parse_cli_args, CapacityArgs, CliArgs, Command, ConfigSource, SimulateArgs, SnapshotArgs,
+    parse_cli_args, CapacityArgs, CliArgs, Command, ConfigSource, ReplayArgs, SimulateArgs,
+    SnapshotArgs,
 };
 pub use db_url::{format_cell_url, DbUrl};
 pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! `nova-scheduler-rs`: load nova.conf, start logging, run the daemon (or `simulate`,
-//! `config check`, `config sample`, `explain`, `capacity`, `snapshot`, `shadow`).
+//! `config check`, `config sample`, `explain`, `capacity`, `snapshot`, `shadow`,
+//! `replay`).
 
 use nova_scheduler::config::{self, Command};
 use nova_scheduler::{app, observe, simulate, telemetry, tools};
@@ -25,19 +26,8 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Simulate(ref args) => {
-            // nova.conf's filters and weighers when a configuration is named, else
-            // nova's defaults (not the files `run` would find).
-            let config = if cli.sources.is_empty() {
-                config::from_ini_str("")
-            } else {
-                config::load_from_cli(&cli)
-            };
-            let config = match config {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("Invalid configuration:\n{e}");
-                    return ExitCode::from(EX_USAGE);
-                }
+            let Some(config) = offline_config(&cli) else {
+                return ExitCode::from(EX_USAGE);
             };
             let Some(runtime) = runtime(None) else {
                 return ExitCode::FAILURE;
@@ -77,6 +67,16 @@ fn main() -> ExitCode {
         }
         Command::Shadow(ref args) => shadow(&cli, args),
         Command::ShadowReport(ref args) => shadow_report(&cli, args),
+        Command::Replay(ref args) => {
+            let Some(config) = offline_config(&cli) else {
+                return ExitCode::from(EX_USAGE);
+            };
+            let Some(runtime) = runtime(Some(1)) else {
+                return ExitCode::FAILURE;
+            };
+            tool_logging(cli.debug.unwrap_or(false));
+            ExitCode::from(runtime.block_on(tools::replay::run(args, config)) as u8)
+        }
         Command::ConfigCheck(ref args) => config_check(&cli, args),
         Command::Explain(ref args) => explain(&cli, args),
         Command::ConfigSample => {
@@ -113,6 +113,23 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// The offline tools' configuration: nova.conf's filters and weighers when a
+/// configuration is named, else nova's defaults (not the files `run` would find).
+fn offline_config(cli: &config::CliArgs) -> Option<config::Config> {
+    let config = if cli.sources.is_empty() {
+        config::from_ini_str("")
+    } else {
+        config::load_from_cli(cli)
+    };
+    match config {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("Invalid configuration:\n{e}");
+            None
         }
     }
 }

@@ -664,7 +664,7 @@ fn reading_order(paths: &[PathBuf]) -> Vec<PathBuf> {
     }
     sets.into_iter()
         .flat_map(|(_, mut files)| {
-            files.sort_by(|a, b| b.0.cmp(&a.0));
+            files.sort_by_key(|f| std::cmp::Reverse(f.0));
             files.dedup_by(|a, b| a.0 == b.0);
             files.into_iter().map(|(_, p)| p)
         })

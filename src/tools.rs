@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! Operator tools: `capacity` (how many more of a flavor fit, and where, on the
 //! live cloud), `snapshot` (what the decision reads, in one JSON file) and
-//! `simulate --snapshot` (requests replayed offline on a snapshot). They decide
+//! `simulate --snapshot` (requests replayed offline on a snapshot) and `replay`
+//! (recorded calls decided again on a snapshot, and compared). They decide
 //! with the daemon's decision core and nova.conf's filters and weighers, and
 //! write nothing: no `services` row, no Placement allocation, no RPC, no database
 //! row (the allocation-ratio write-back is off).
 
 pub mod capacity;
 pub mod plan;
+pub mod replay;
 pub mod snapshot;
 
 use crate::app::{self, AppError};

@@ -52,6 +52,8 @@ pub enum Command {
     Shadow(ShadowArgs),
     /// Print a running shadow's comparison.
     ShadowReport(ShadowReportArgs),
+    /// Decide recorded calls again on a snapshot and compare (offline).
+    Replay(ReplayArgs),
 }
 
 /// `explain`'s options: exactly one of `--instance`, `--request-id`, `--recent`.
@@ -169,6 +171,27 @@ pub struct SnapshotArgs {
     /// The JSON file to write
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
+}
+
+/// `replay`'s options.
+#[derive(Args, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayArgs {
+    /// A recording written with record_calls; repeat it for rotated files (read
+    /// oldest first, whatever the order given)
+    #[arg(long = "recording", value_name = "FILE", required = true)]
+    pub recordings: Vec<PathBuf>,
+    /// The snapshot (written by `snapshot`) every call is decided on
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: PathBuf,
+    /// Examples shown per step at which decisions differ [default: 10]
+    #[arg(long, value_name = "N")]
+    pub show: Option<usize>,
+    /// Seed of the random choices (host_subset_size) [default: 42]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Print one JSON document instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `simulate`'s options; unset ones keep `SimulateOptions`' defaults.
@@ -337,6 +360,9 @@ enum Sub {
     /// Write what the decision reads (host states, aggregates, Placement's providers,
     /// flavors) to one JSON file, without secrets
     Snapshot(SnapshotArgs),
+    /// Decide the calls of a recording (record_calls) again on a snapshot and compare
+    /// each instance with the recorded answer: no broker, database or Placement
+    Replay(ReplayArgs),
     /// Check or describe nova.conf
     #[command(subcommand)]
     Config(ConfigSub),
@@ -495,6 +521,7 @@ where
             Some(Sub::Simulate(args)) => Command::Simulate(args),
             Some(Sub::Capacity(args)) => Command::Capacity(args),
             Some(Sub::Snapshot(args)) => Command::Snapshot(args),
+            Some(Sub::Replay(args)) => Command::Replay(args),
             Some(Sub::Config(ConfigSub::Check(args))) => Command::ConfigCheck(args),
             Some(Sub::Config(ConfigSub::Sample)) => Command::ConfigSample,
             Some(Sub::Explain(args)) => Command::Explain(args),
@@ -674,8 +701,34 @@ mod tests {
             parse(&["config", "sample"]).unwrap().command,
             Command::ConfigSample
         );
+        let cli = parse(&[
+            "replay",
+            "--recording",
+            "calls.gz",
+            "--recording",
+            "calls.gz.1",
+            "--snapshot",
+            "cloud.json",
+            "--show",
+            "3",
+            "--config-file",
+            "other.conf",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.command,
+            Command::Replay(ReplayArgs {
+                recordings: vec!["calls.gz".into(), "calls.gz.1".into()],
+                snapshot: "cloud.json".into(),
+                show: Some(3),
+                ..ReplayArgs::default()
+            })
+        );
+        assert_eq!(cli.sources, vec![ConfigSource::File("other.conf".into())]);
         for bad in [
-            &["simulate", "--hosts", "many"][..],
+            &["replay", "--snapshot", "cloud.json"][..],
+            &["replay", "--recording", "calls.gz"],
+            &["simulate", "--hosts", "many"],
             &["simulate", "--hosts"],
             &["simulate", "--bogus", "1"],
             &["config"],

@@ -11,6 +11,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Allocation candidates by provider uuid (a candidate naming several providers is
 /// listed under each), in Placement's order.
@@ -20,9 +21,15 @@ pub type ByProvider = HashMap<String, Vec<AllocationCandidate>>;
 pub fn by_provider(candidates: Vec<AllocationCandidate>) -> ByProvider {
     let mut out = ByProvider::new();
     for c in candidates {
-        for rp in c.providers() {
-            out.entry(rp.to_string()).or_default().push(c.clone());
+        let providers: Vec<String> = c.providers().iter().map(|p| p.to_string()).collect();
+        let Some((last, others)) = providers.split_last() else {
+            continue;
+        };
+        for rp in others {
+            out.entry(rp.clone()).or_default().push(c.clone());
         }
+        // Most candidates name one provider: moved, not copied.
+        out.entry(last.clone()).or_default().push(c);
     }
     out
 }
@@ -228,24 +235,58 @@ pub struct Placed {
 /// states keep it until the compute node reports (`retain_virtual_consumption`).
 pub struct Planner {
     pub scheduler: Scheduler,
-    /// Every host state, consumed by the decisions so far.
+    /// Every host state, consumed by the decisions so far. A decision replaces the
+    /// states of the hosts it chose (same node, same uuid); none is added.
     pub hosts: Vec<HostState>,
+    /// The places in `hosts` of each compute node uuid: a request looks up its
+    /// candidates' nodes (hundreds) rather than every node (thousands) in its
+    /// candidates.
+    by_uuid: HashMap<Arc<str>, Vec<usize>>,
     rng: StdRng,
 }
 
 impl Planner {
     pub fn new(scheduler: Scheduler, hosts: Vec<HostState>, seed: u64) -> Self {
+        let mut by_uuid: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
+        for (i, h) in hosts.iter().enumerate() {
+            if let Some(u) = &h.uuid {
+                by_uuid.entry(Arc::clone(u)).or_default().push(i);
+            }
+        }
         Planner {
             scheduler,
             hosts,
+            by_uuid,
             rng: StdRng::seed_from_u64(seed),
         }
     }
 
+    /// The hosts a request with `candidates` is decided over: every host state with
+    /// a candidate (in host-state order, as the daemon reads them), each holding its
+    /// candidates; and each one's place in [`Planner::hosts`].
+    pub fn request_hosts(&self, candidates: &ByProvider) -> (Vec<HostState>, Vec<usize>) {
+        let mut found: Vec<(usize, &Vec<AllocationCandidate>)> = candidates
+            .iter()
+            .filter(|(_, list)| !list.is_empty())
+            .filter_map(|(rp, list)| Some((self.by_uuid.get(rp.as_str())?, list)))
+            .flat_map(|(places, list)| places.iter().map(move |&i| (i, list)))
+            .collect();
+        found.sort_unstable_by_key(|(i, _)| *i);
+        let mut request_hosts = Vec::with_capacity(found.len());
+        let mut origin = Vec::with_capacity(found.len());
+        for (i, list) in found {
+            let mut h = self.hosts[i].clone();
+            h.allocation_candidates = list.clone();
+            request_hosts.push(h);
+            origin.push(i);
+        }
+        (request_hosts, origin)
+    }
+
     /// One `select_destinations` for `instance_uuids`: the hosts with a candidate in
-    /// `candidates` (in host-state order, as the daemon reads them), filtered,
-    /// weighed and claimed in `ledger` as the daemon's decision core does; the chosen
-    /// hosts keep their consumption for the next request.
+    /// `candidates` ([`Planner::request_hosts`]), filtered, weighed and claimed in
+    /// `ledger` as the daemon's decision core does; the chosen hosts keep their
+    /// consumption for the next request.
     pub async fn decide<L: Ledger>(
         &mut self,
         spec: &RequestSpec,
@@ -254,20 +295,23 @@ impl Planner {
         ledger: &mut L,
         now: DateTime<Utc>,
     ) -> Result<Vec<Placed>, ScheduleError> {
-        let mut request_hosts = Vec::new();
-        let mut origin = Vec::new();
-        for (i, h) in self.hosts.iter().enumerate() {
-            let Some(list) = h.uuid.as_deref().and_then(|u| candidates.get(u)) else {
-                continue;
-            };
-            if list.is_empty() {
-                continue;
-            }
-            let mut h = h.clone();
-            h.allocation_candidates = list.clone();
-            request_hosts.push(h);
-            origin.push(i);
-        }
+        self.decide_keeping_previous(spec, instance_uuids, candidates, ledger, now)
+            .await
+            .map(|(placed, _)| placed)
+    }
+
+    /// [`Planner::decide`], also giving back the states the chosen hosts had before
+    /// (by place in [`Planner::hosts`]), from which the request's hosts as they were
+    /// can be rebuilt without copying them all beforehand.
+    pub async fn decide_keeping_previous<L: Ledger>(
+        &mut self,
+        spec: &RequestSpec,
+        instance_uuids: Vec<String>,
+        candidates: &ByProvider,
+        ledger: &mut L,
+        now: DateTime<Utc>,
+    ) -> Result<(Vec<Placed>, Vec<(usize, HostState)>), ScheduleError> {
+        let (request_hosts, origin) = self.request_hosts(candidates);
         if request_hosts.is_empty() {
             return Err(ScheduleError::NoValidHost {
                 reason: String::new(),
@@ -301,14 +345,15 @@ impl Planner {
             .collect();
         chosen.sort_unstable();
         chosen.dedup();
+        let mut previous = Vec::with_capacity(chosen.len());
         for i in chosen {
             let mut h = outcome.hosts[i].clone();
             // What a request leaves on a host beyond its consumption is not kept:
             // the next request reads it afresh.
             h.allocation_candidates = Vec::new();
             h.limits = BTreeMap::new();
-            self.hosts[origin[i]] = h;
+            previous.push((origin[i], std::mem::replace(&mut self.hosts[origin[i]], h)));
         }
-        Ok(placed)
+        Ok((placed, previous))
     }
 }

@@ -53,6 +53,23 @@ pub struct Snapshot {
     pub flavors: Vec<FlavorRecord>,
 }
 
+impl Snapshot {
+    /// A snapshot file of this version's format.
+    pub fn read(path: &Path) -> Result<Snapshot, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let snapshot: Snapshot =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if snapshot.format != FORMAT {
+            return Err(format!(
+                "{}: format {:?} is not {FORMAT:?}",
+                path.display(),
+                snapshot.format
+            ));
+        }
+        Ok(snapshot)
+    }
+}
+
 /// One resource provider as Placement holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProviderSnapshot {
@@ -464,7 +481,7 @@ fn same_text(a: &str, b: &str) -> bool {
 
 /// The candidates of `spec` on `index`, as the provider index answers them (with
 /// nova's PCPU fallback question).
-fn candidates(
+pub(crate) fn candidates(
     spec: &mut RequestSpec,
     index: &ProviderIndex,
     opts: &PrefilterOptions,
@@ -508,16 +525,7 @@ pub async fn simulate(args: &SimulateArgs, path: &Path, config: Config) -> i32 {
 }
 
 async fn replay(args: &SimulateArgs, path: &Path, config: Config) -> Result<String, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let snapshot: Snapshot =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    if snapshot.format != FORMAT {
-        return Err(format!(
-            "{}: format {:?} is not {FORMAT:?}",
-            path.display(),
-            snapshot.format
-        ));
-    }
+    let snapshot = Snapshot::read(path)?;
     let requests: Vec<SimRequest> = match (&args.flavor, &args.requests) {
         (Some(name), _) => vec![
             SimRequest {

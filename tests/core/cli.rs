@@ -61,6 +61,7 @@ fn help_and_version_exit_0_without_reading_the_configuration() {
         &["config", "sample", "--help"],
         &["capacity", "--help"],
         &["snapshot", "--help"],
+        &["replay", "--help"],
         &["explain", "--help"],
         &["--config-file", "/nonexistent", "run", "--help"],
         &["run", "--help", "--config-file", "/nonexistent"],
