@@ -33,6 +33,15 @@ CALLS = int(os.environ.get("NSRS_SHADOW_CALLS", "30"))
 FLAVORS = [(1, 512, 1), (2, 2048, 10), (1, 1024, 5), (4, 4096, 20)]
 
 
+def _binary():
+    """The daemon binary: NSRS_BIN, else the release build in CARGO_TARGET_DIR (as
+    .ci/run keeps it) or the repository's target/."""
+    if os.environ.get("NSRS_BIN"):
+        return os.environ["NSRS_BIN"]
+    target = os.environ.get("CARGO_TARGET_DIR") or str(H.REPO / "target")
+    return os.path.join(target, "release", "nova-scheduler-rs")
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,7 +87,9 @@ class Shadow:
             f"[DEFAULT]\nhost = {self.host}\n"
             f"[nova_scheduler_rs]\nhttp_listen = 127.0.0.1:{self.port}\n"
             f"state_dir = {tmp_path / name}\n" + overlay)
-        binary = os.environ.get("NSRS_BIN") or str(H.REPO / "target" / "release" / "nova-scheduler-rs")
+        binary = _binary()
+        if not os.access(binary, os.X_OK):
+            pytest.fail(f"{binary} not found: cargo build --release (or set NSRS_BIN)")
         self.log_path = H.STATE / "logs" / f"shadow-{name}.log"
         self.log = open(self.log_path, "wb")
         env = dict(os.environ, RUST_LOG="info")
@@ -176,8 +187,7 @@ def test_shadows_compare_without_writing(nova, conf, cloud_db, placement, instan
 
     # The text report a person reads.
     out = subprocess.run(
-        [os.environ.get("NSRS_BIN") or str(H.REPO / "target" / "release" / "nova-scheduler-rs"),
-         "shadow", "report", "--url", packing.url],
+        [_binary(), "shadow", "report", "--url", packing.url],
         capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert "weigher:RAMWeigher" in out.stdout and "agreement of the known" in out.stdout, out.stdout
