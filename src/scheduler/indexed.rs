@@ -296,10 +296,14 @@ impl<'a> Decision<'a> {
     /// the narrowing and every filter evaluated on this path, as the first
     /// instance's filters saw it (the same for every instance).
     fn passes_fresh(&self, row: u32) -> bool {
+        // Most rows a search looks at are not candidates: answered without the memo.
+        if !self.candidates.contains(row as usize) {
+            return false;
+        }
         if let Some(&v) = self.verdicts.borrow().get(&row) {
             return v;
         }
-        let v = self.candidates.contains(row as usize) && {
+        let v = {
             let host: &HostState = self.table.row(row as usize);
             let req = FilterRequest {
                 spec: &self.spec0,

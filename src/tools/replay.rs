@@ -12,7 +12,7 @@
 //! the recording was made on, with the same configuration, it gives the recorded
 //! answers wherever the cloud did not change between calls.
 
-use super::plan::{by_provider, ByProvider, Planner};
+use super::plan::MemoryClaims;
 use super::snapshot::{candidates, provider_index, Snapshot};
 use super::{boot_spec, describe_flavor};
 use crate::config::{Config, ReplayArgs};
@@ -22,11 +22,14 @@ use crate::placement::index::ProviderIndex;
 use crate::recording::{self, RecordedCall, Recording};
 use crate::scheduler::compare::{compare, Answer, Step, Verdict};
 use crate::scheduler::explain::Explanation;
-use crate::scheduler::ScheduleError;
+use crate::scheduler::{HostTable, RowCandidates, ScheduleError, ScheduleRequest, Scheduler};
 use crate::state::StateSnapshot;
 use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Examples shown per differing step unless `--show` says otherwise.
@@ -180,7 +183,7 @@ pub async fn replay(
     let filters = names(scheduler.filters.names());
     let weighers = names(scheduler.weighers.names());
     let mut index = provider_index(snapshot);
-    let mut planner = Planner::new(scheduler, snapshot.state.host_states(), seed);
+    let mut replayer = Replayer::new(scheduler, snapshot.state.host_states(), seed);
     let now = snapshot.taken_at;
     let mut report = Report {
         recordings: Vec::new(),
@@ -227,16 +230,20 @@ pub async fn replay(
                     continue;
                 }
             };
-        let decided = match decide(
-            &mut planner,
-            &snapshot.state,
-            &mut index,
-            &setup,
-            spec,
-            uuids,
-            now,
-        )
-        .await
+        // The candidates are kept for an explanation only where there is an answer
+        // to compare with.
+        let keep_candidates = call.reference_answer().is_some();
+        let mut decided = match replayer
+            .decide(
+                &snapshot.state,
+                &mut index,
+                &setup,
+                spec,
+                uuids,
+                now,
+                keep_candidates,
+            )
+            .await
         {
             Ok(d) => d,
             Err(e) => {
@@ -245,21 +252,24 @@ pub async fn replay(
             }
         };
         report.calls_replayed += 1;
+        let consumed = std::mem::take(&mut decided.consumed);
         compare_call(
             call,
-            &decided,
-            &planner,
+            decided,
+            &replayer.scheduler,
+            &replayer.table,
             &setup,
             now,
             show,
             &mut report,
             &mut groups,
         );
+        replayer.consume(consumed);
     }
     let mut steps: Vec<StepGroup> = groups.into_values().collect();
     steps.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.step.cmp(&b.step)));
     report.steps = steps;
-    report.packing = packing(&mut planner, &index, snapshot, &setup, now).await;
+    report.packing = packing(&replayer, &index, snapshot, &setup, now).await;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -270,89 +280,164 @@ struct Decided {
     uuids: Vec<String>,
     /// Our answer per instance, in `uuids` order.
     ours: Vec<Answer>,
-    /// The request's candidates and the states the decision replaced, from which its
-    /// hosts as they were are rebuilt when an explanation is needed.
-    candidates: ByProvider,
-    previous: Vec<(usize, HostState)>,
+    /// The request's candidates (when kept), from which its hosts as they were are
+    /// rebuilt when an explanation is needed, before `consumed` is applied.
+    candidates: Option<RowCandidates>,
+    /// The chosen hosts' rows after the call's consumption.
+    consumed: Vec<(usize, Arc<HostState>)>,
 }
 
-async fn decide(
-    planner: &mut Planner,
-    state: &StateSnapshot,
-    index: &mut ProviderIndex,
-    setup: &Setup,
-    mut spec: RequestSpec,
-    uuids: Option<Vec<String>>,
-    now: DateTime<Utc>,
-) -> Result<Decided, String> {
-    if spec.is_rebuild() {
-        return Err("a rebuild: decided on the instance's own host, not replayed".into());
-    }
-    let uuids = match uuids {
-        Some(u) if !u.is_empty() => u,
-        // Calls without uuids (RPC < 4.3, or none sent) get uuids of their own.
-        _ => (0..spec.num_instances.max(1))
-            .map(|_| uuid::Uuid::new_v4().to_string())
-            .collect(),
-    };
-    let nvh = |spec: RequestSpec, uuids: Vec<String>| Decided {
-        ours: vec![Answer::NoValidHost; uuids.len()],
-        spec,
-        uuids,
-        candidates: ByProvider::new(),
-        previous: Vec::new(),
-    };
-    match request_filter::process(&mut spec, state, &setup.prefilters).await {
-        Ok(()) => {}
-        Err(request_filter::PrefilterError::NoValidHost(_)) => return Ok(nvh(spec, uuids)),
-        Err(e) => return Err(format!("request filters: {}", e.into_remote().message)),
-    }
-    let found = candidates(
-        &mut spec,
-        index,
-        &setup.prefilters,
-        setup.max_placement_results,
-    )?;
-    if found.allocation_requests.is_empty() {
-        return Ok(nvh(spec, uuids));
-    }
-    let by_rp = by_provider(found.allocation_requests);
-    match planner
-        .decide_keeping_previous(&spec, uuids.clone(), &by_rp, index, now)
-        .await
-    {
-        Ok((placed, previous)) => {
-            let ours = uuids
-                .iter()
-                .map(|u| match placed.iter().find(|p| &p.instance_uuid == u) {
-                    Some(p) => {
-                        let h = &planner.hosts[p.host];
-                        Answer::Placed {
-                            host: h.host.to_string(),
-                            node: h.nodename.to_string(),
-                        }
-                    }
-                    None => Answer::NoValidHost,
-                })
-                .collect();
-            Ok(Decided {
-                spec,
-                uuids,
-                ours,
-                candidates: by_rp,
-                previous,
-            })
+/// Decides calls one after the other over a [`HostTable`] as the daemon's indexed
+/// decision does: each decision sees the virtual consumption of the earlier ones
+/// (the rows of the hosts it chose are replaced, as the daemon's warm cache keeps
+/// them with `retain_virtual_consumption`), claims are taken from the provider
+/// index in memory.
+struct Replayer {
+    scheduler: Scheduler,
+    table: HostTable,
+    rng: StdRng,
+}
+
+impl Replayer {
+    /// `hosts` in nova's host order, as [`StateSnapshot::host_states`] gives them.
+    fn new(scheduler: Scheduler, hosts: Vec<HostState>, seed: u64) -> Self {
+        Replayer {
+            scheduler,
+            table: HostTable::new(hosts),
+            rng: StdRng::seed_from_u64(seed),
         }
-        Err(ScheduleError::NoValidHost { .. }) => Ok(nvh(spec, uuids)),
-        Err(e) => Err(format!("the decision failed: {e}")),
     }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn decide(
+        &mut self,
+        state: &StateSnapshot,
+        index: &mut ProviderIndex,
+        setup: &Setup,
+        mut spec: RequestSpec,
+        uuids: Option<Vec<String>>,
+        now: DateTime<Utc>,
+        keep_candidates: bool,
+    ) -> Result<Decided, String> {
+        if spec.is_rebuild() {
+            return Err("a rebuild: decided on the instance's own host, not replayed".into());
+        }
+        let uuids = match uuids {
+            Some(u) if !u.is_empty() => u,
+            // Calls without uuids (RPC < 4.3, or none sent) get uuids of their own.
+            _ => (0..spec.num_instances.max(1))
+                .map(|_| uuid::Uuid::new_v4().to_string())
+                .collect(),
+        };
+        let nvh = |spec: RequestSpec, uuids: Vec<String>| Decided {
+            ours: vec![Answer::NoValidHost; uuids.len()],
+            spec,
+            uuids,
+            candidates: None,
+            consumed: Vec::new(),
+        };
+        match request_filter::process(&mut spec, state, &setup.prefilters).await {
+            Ok(()) => {}
+            Err(request_filter::PrefilterError::NoValidHost(_)) => return Ok(nvh(spec, uuids)),
+            Err(e) => return Err(format!("request filters: {}", e.into_remote().message)),
+        }
+        let found = candidates(
+            &mut spec,
+            index,
+            &setup.prefilters,
+            setup.max_placement_results,
+        )?;
+        if found.allocation_requests.is_empty() {
+            return Ok(nvh(spec, uuids));
+        }
+        let table = &self.table;
+        let mut rows = RowCandidates::from_candidates(
+            table.len(),
+            &found.provider_uuids,
+            found.allocation_requests,
+            |u| table.row_of_uuid(u),
+        );
+        if rows.is_empty() {
+            return Ok(nvh(spec, uuids));
+        }
+        // A decision over copied states takes the candidates: kept apart first.
+        let kept = keep_candidates.then(|| rows.clone());
+        let request = ScheduleRequest {
+            spec: spec.clone(),
+            instance_uuids: Some(uuids.clone()),
+            use_placement: true,
+            return_alternates: true,
+            now,
+        };
+        let mut claimer = MemoryClaims::new(index);
+        let outcome = match self
+            .scheduler
+            .schedule_table(table, &mut rows, request, &mut claimer, &mut self.rng)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(ScheduleError::NoValidHost { .. }) => return Ok(nvh(spec, uuids)),
+            Err(e) => return Err(format!("the decision failed: {e}")),
+        };
+        let mut ours = vec![Answer::NoValidHost; uuids.len()];
+        let mut changes: Vec<(usize, Arc<HostState>)> = Vec::new();
+        for (answer, list) in ours.iter_mut().zip(&outcome.destinations) {
+            let Some(first) = list.first() else { continue };
+            let h = &outcome.hosts[first.host];
+            *answer = Answer::Placed {
+                host: h.host.to_string(),
+                node: h.nodename.to_string(),
+            };
+            let Some(row) = h.uuid.as_deref().and_then(|u| table.row_of_uuid(u)) else {
+                continue;
+            };
+            if changes.iter().any(|(r, _)| *r == row) {
+                continue;
+            }
+            // What a request leaves on a host beyond its consumption is not kept:
+            // the next request reads it afresh.
+            let mut consumed = h.clone();
+            consumed.allocation_candidates = Vec::new();
+            consumed.limits = BTreeMap::new();
+            changes.push((row, Arc::new(consumed)));
+        }
+        Ok(Decided {
+            spec,
+            uuids,
+            ours,
+            candidates: kept,
+            consumed: changes,
+        })
+    }
+
+    /// Keeps a call's consumption for the calls after it.
+    fn consume(&mut self, consumed: Vec<(usize, Arc<HostState>)>) {
+        if !consumed.is_empty() {
+            self.table.change_rows(consumed);
+        }
+    }
+}
+
+/// The states of a request's candidate rows of `table`, each holding its
+/// candidates, in table order (the host list a copied decision runs over).
+fn request_states(table: &HostTable, candidates: RowCandidates) -> Vec<HostState> {
+    candidates
+        .into_sorted()
+        .into_iter()
+        .map(|(row, list)| {
+            let mut h = (**table.row(row)).clone();
+            h.allocation_candidates = list;
+            h
+        })
+        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]
 fn compare_call(
     call: &RecordedCall,
-    decided: &Decided,
-    planner: &Planner,
+    mut decided: Decided,
+    scheduler: &Scheduler,
+    table: &HostTable,
     setup: &Setup,
     now: DateTime<Utc>,
     show: usize,
@@ -375,9 +460,9 @@ fn compare_call(
             // Costly (every candidate filtered and weighed, reasons listed): only
             // where our answer is not the recorded one, once per call.
             let e = explanation.get_or_insert_with(|| {
-                let hosts = hosts_before(planner, decided);
-                planner
-                    .scheduler
+                let candidates = decided.candidates.take()?;
+                let hosts = request_states(table, candidates);
+                scheduler
                     .explain(&hosts, &decided.spec, now, usize::MAX, usize::MAX)
                     .ok()
             });
@@ -420,20 +505,6 @@ fn compare_call(
     }
 }
 
-/// The request's hosts as they were before its decision: the planner's hosts with
-/// the states the decision replaced put back, restricted to the candidates.
-fn hosts_before(planner: &Planner, decided: &Decided) -> Vec<HostState> {
-    let (mut hosts, origin) = planner.request_hosts(&decided.candidates);
-    for (at, before) in &decided.previous {
-        if let Ok(i) = origin.binary_search(at) {
-            let candidates = std::mem::take(&mut hosts[i].allocation_candidates);
-            hosts[i] = before.clone();
-            hosts[i].allocation_candidates = candidates;
-        }
-    }
-    hosts
-}
-
 fn describe(answer: &Answer) -> String {
     match answer {
         Answer::Placed { host, node } if host == node => host.clone(),
@@ -465,14 +536,15 @@ fn detail(step: &Step) -> String {
 
 /// Hosts used at the end, and the largest flavor one more instance could still take.
 async fn packing(
-    planner: &mut Planner,
+    replayer: &Replayer,
     index: &ProviderIndex,
     snapshot: &Snapshot,
     setup: &Setup,
     now: DateTime<Utc>,
 ) -> Packing {
-    let hosts_used = planner
-        .hosts
+    let table = &replayer.table;
+    let hosts_used = table
+        .rows()
         .iter()
         .filter(|h| h.num_instances > 0 || !h.instances.is_empty())
         .count();
@@ -496,12 +568,17 @@ async fn packing(
         ) else {
             continue;
         };
-        let by_rp = by_provider(found.allocation_requests);
-        let (hosts, _) = planner.request_hosts(&by_rp);
-        if hosts.is_empty() {
+        let rows = RowCandidates::from_candidates(
+            table.len(),
+            &found.provider_uuids,
+            found.allocation_requests,
+            |u| table.row_of_uuid(u),
+        );
+        if rows.is_empty() {
             continue;
         }
-        let Ok(e) = planner.scheduler.explain(&hosts, &spec, now, 0, 0) else {
+        let hosts = request_states(table, rows);
+        let Ok(e) = replayer.scheduler.explain(&hosts, &spec, now, 0, 0) else {
             continue;
         };
         if e.survivors > 0 {
@@ -512,7 +589,7 @@ async fn packing(
     }
     Packing {
         hosts_used,
-        hosts: planner.hosts.len(),
+        hosts: table.len(),
         definition: USED,
         largest_placeable_flavor: largest,
         nodes_for_it,
@@ -587,6 +664,7 @@ pub fn text(r: &Report) -> String {
 mod tests {
     use super::*;
     use crate::recording::{AnsweredBy, Recorder, RecorderOptions};
+    use crate::tools::plan::{by_provider, Planner};
     use crate::tools::FlavorRecord;
     use serde_json::{json, Map, Value};
     use std::path::{Path, PathBuf};
@@ -727,8 +805,9 @@ mod tests {
         dir
     }
 
-    /// Decides `calls` on `snapshot` with `config` as the daemon would, and records
-    /// them with those answers (the daemon's) in a recording at `path`.
+    /// Decides `calls` on `snapshot` with `config` as the daemon's copied-state
+    /// decision would ([`Planner`], another path than the replay's table), and
+    /// records them with those answers (the daemon's) in a recording at `path`.
     async fn record(
         snapshot: &Snapshot,
         config: &Config,
@@ -736,12 +815,7 @@ mod tests {
         path: &Path,
     ) {
         let scheduler = crate::app::build_scheduler(config).unwrap();
-        let setup = Setup {
-            prefilters: crate::app::prefilter_options(config).unwrap(),
-            max_placement_results: config.scheduler.max_placement_results,
-            max_instances_per_request: 1000,
-            host_subset_size: 1,
-        };
+        let prefilters = crate::app::prefilter_options(config).unwrap();
         let mut index = provider_index(snapshot);
         let mut planner = Planner::new(scheduler, snapshot.state.host_states(), 7);
         let recorder = Recorder::open(RecorderOptions {
@@ -763,22 +837,37 @@ mod tests {
                 &context,
                 args,
             );
-            let Ok((spec, uuids)) = select_destinations_request(args, 1000) else {
+            let Ok((mut spec, Some(uuids))) = select_destinations_request(args, 1000) else {
                 continue;
             };
-            let decided = decide(
-                &mut planner,
-                &snapshot.state,
-                &mut index,
-                &setup,
-                spec,
-                uuids,
-                snapshot.taken_at,
+            request_filter::process(&mut spec, &snapshot.state, &prefilters)
+                .await
+                .expect("request filters");
+            let found = candidates(
+                &mut spec,
+                &index,
+                &prefilters,
+                config.scheduler.max_placement_results,
             )
-            .await
-            .expect("decided");
-            let instances: Vec<(String, Answer)> =
-                decided.uuids.into_iter().zip(decided.ours).collect();
+            .expect("candidates");
+            let by_rp = by_provider(found.allocation_requests);
+            let placed = planner
+                .decide(&spec, uuids.clone(), &by_rp, &mut index, snapshot.taken_at)
+                .await
+                .unwrap_or_default();
+            let instances: Vec<(String, Answer)> = uuids
+                .iter()
+                .map(|u| {
+                    let answer = match placed.iter().find(|p| &p.instance_uuid == u) {
+                        Some(p) => Answer::Placed {
+                            host: planner.hosts[p.host].host.to_string(),
+                            node: planner.hosts[p.host].nodename.to_string(),
+                        },
+                        None => Answer::NoValidHost,
+                    };
+                    (u.clone(), answer)
+                })
+                .collect();
             recorder.answer(id, AnsweredBy::Daemon, &instances);
         }
         recorder.close();

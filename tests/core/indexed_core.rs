@@ -155,6 +155,14 @@ fn setup(gen: &mut StdRng) -> (Vec<String>, Vec<HostState>, Scheduler, Claims) {
     (members, hosts, sched, claims)
 }
 
+/// Which rows are candidates: most of them, about half, or a few (as when the
+/// hosts that weigh most are full or beyond `max_placement_results`, which sends
+/// the searches to the candidates themselves).
+fn candidate_rows(gen: &mut StdRng, hosts: &[HostState]) -> Vec<bool> {
+    let left_out = [0.1, 0.5, 0.95][gen.random_range(0..3)];
+    hosts.iter().map(|_| !gen.random_bool(left_out)).collect()
+}
+
 /// A request of `random_core::request`, without its server group half of the
 /// time (most groups keep a request off the index).
 fn indexable_request(gen: &mut StdRng, members: &[String]) -> ScheduleRequest {
@@ -179,7 +187,7 @@ async fn indexed_decision_matches_the_reference_on_random_clouds() {
     for seed in 0..cases {
         let mut gen = StdRng::seed_from_u64(seed);
         let (members, hosts, sched, claims) = setup(&mut gen);
-        let candidate: Vec<bool> = hosts.iter().map(|_| !gen.random_bool(0.1)).collect();
+        let candidate = candidate_rows(&mut gen, &hosts);
         let table = HostTable::new(hosts.clone());
         // Two requests on the same table: the second reuses the built index.
         for _ in 0..2 {
@@ -211,7 +219,7 @@ async fn indexed_decision_after_rows_change() {
     for seed in 0..cases {
         let mut gen = StdRng::seed_from_u64(seed ^ 0x0c4a_96e5);
         let (members, mut hosts, sched, claims) = setup(&mut gen);
-        let candidate: Vec<bool> = hosts.iter().map(|_| !gen.random_bool(0.1)).collect();
+        let candidate = candidate_rows(&mut gen, &hosts);
         let table = HostTable::new(hosts.clone());
         // Build the index as a first request would.
         let first = request(&mut gen, &members);
@@ -238,7 +246,15 @@ async fn indexed_decision_after_rows_change() {
                 changes.push((row, Arc::new(shared)));
             }
         }
-        let changed = table.with_changes(changes);
+        // A changed copy, or (every other case) the table itself changed in place
+        // with the index it built.
+        let changed = if seed % 2 == 0 {
+            table.with_changes(changes)
+        } else {
+            let mut table = table;
+            table.change_rows(changes);
+            table
+        };
         let req = indexable_request(&mut gen, &members);
         compare(
             seed,

@@ -187,6 +187,11 @@ impl RowCandidates {
         self.spans.is_empty()
     }
 
+    /// The candidate rows, in the order they were added.
+    pub(crate) fn rows(&self) -> impl Iterator<Item = u32> + '_ {
+        self.spans.iter().map(|s| s.row)
+    }
+
     /// The candidate rows in table order, each with its candidates.
     pub(crate) fn into_sorted(self) -> Vec<(usize, Vec<AllocationCandidate>)> {
         let mut spans = self.spans;

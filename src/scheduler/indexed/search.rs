@@ -7,6 +7,10 @@ use super::level::sum_weight;
 use super::weigh_index::{Slot, NONE};
 use super::Decision;
 
+/// Rows a search of the tree looks at before it reads the candidates directly,
+/// at the least: below it the direct read costs about as much as the search.
+const MIN_BUDGET: usize = 64;
+
 impl Decision<'_> {
     /// nova's summed weight of `row` in the list of `level`.
     pub(super) fn weight(&self, level: usize, row: u32) -> f64 {
@@ -91,6 +95,13 @@ impl Decision<'_> {
                 best = Some((row, w));
             }
         }
+        // Where the hosts that weigh most are not candidates (a candidates answer
+        // cut at `max_placement_results`, full hosts left out), the tree search
+        // would look at many rows for nothing: past a quarter as many rows as the
+        // request has candidates, the candidates are read directly (at worst 1.25
+        // times their direct read; often far less than the search).
+        let budget = (self.candidates.len() / 4).max(MIN_BUDGET);
+        let mut looked = 0usize;
         // (bound, node): the top of the stack is searched next.
         let mut stack: Vec<(f64, u32)> = Vec::with_capacity(48);
         for (c, &root) in index.roots().iter().enumerate() {
@@ -133,6 +144,10 @@ impl Decision<'_> {
                 }
                 continue;
             }
+            looked += (n.end - n.start) as usize;
+            if looked > budget {
+                return self.best_of_candidates(level, cell, exclude, best);
+            }
             for p in n.start as usize..n.end as usize {
                 let row = index.row_at(p);
                 if self.apart_of_row.contains_key(&row) || exclude.contains(&row) {
@@ -146,6 +161,36 @@ impl Decision<'_> {
                     best = Some((row, w));
                     self.witness.set(Some(row));
                 }
+            }
+        }
+        best.map(|(row, _)| row)
+    }
+
+    /// [`best`](Self::best) over the request's candidate rows not held apart,
+    /// from `best`, the best of the hosts held apart.
+    fn best_of_candidates(
+        &self,
+        level: usize,
+        cell: Option<u16>,
+        exclude: &[u32],
+        mut best: Option<(u32, f64)>,
+    ) -> Option<u32> {
+        let prev = level.checked_sub(1);
+        let lv = &self.levels[level];
+        for row in self.candidates.rows() {
+            if self.apart_of_row.contains_key(&row)
+                || exclude.contains(&row)
+                || cell.is_some_and(|c| self.table.cell_of(row as usize) != c)
+            {
+                continue;
+            }
+            let (raw, mult) = self.index.values_of_row(row as usize);
+            let w = lv.weigh_tree_row(raw, mult);
+            let better =
+                best.is_none_or(|(b, wb)| w > wb || (w == wb && self.earlier(prev, row, b)));
+            if better && self.passes_fresh(row) {
+                best = Some((row, w));
+                self.witness.set(Some(row));
             }
         }
         best.map(|(row, _)| row)
@@ -183,6 +228,10 @@ impl Decision<'_> {
                 lo
             }
         };
+        // As in `best`: past a quarter as many rows as there are candidates, they
+        // are read directly.
+        let budget = (self.candidates.len() / 4).max(MIN_BUDGET);
+        let mut looked = 0usize;
         let mut stack: Vec<u32> = Vec::with_capacity(48);
         stack.extend(index.roots().iter().copied().filter(|&r| r != NONE));
         while let Some(node) = stack.pop() {
@@ -199,6 +248,20 @@ impl Decision<'_> {
                     stack.extend([n.left, n.right]);
                 }
                 continue;
+            }
+            looked += (n.end - n.start) as usize;
+            if looked > budget {
+                for row in self.candidates.rows() {
+                    if self.apart_of_row.contains_key(&row) {
+                        continue;
+                    }
+                    let v = index.values_of_row(row as usize).0[t];
+                    if improves(v, best) && self.passes_fresh(row) {
+                        best = Some(v);
+                        self.witness.set(Some(row));
+                    }
+                }
+                return best;
             }
             for p in n.start as usize..n.end as usize {
                 let row = index.row_at(p);
@@ -222,9 +285,8 @@ impl Decision<'_> {
                 return true;
             }
         }
-        let index = &*self.index;
-        for p in 0..self.table.len() {
-            let row = index.row_at(p);
+        // Only a candidate passes.
+        for row in self.candidates.rows() {
             if !self.apart_of_row.contains_key(&row) && self.passes_fresh(row) {
                 self.witness.set(Some(row));
                 return true;

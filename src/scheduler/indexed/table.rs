@@ -130,6 +130,34 @@ impl HostTable {
         self.changed(changes, false)
     }
 
+    /// [`with_changes`](Self::with_changes) on this table itself, for a holder that
+    /// changes rows after every request (a replay): no copy of the rows, and the
+    /// weigh indexes no request holds are changed in place.
+    pub fn change_rows(&mut self, changes: Vec<(usize, Arc<HostState>)>) {
+        let changed: Vec<usize> = changes.iter().map(|(r, _)| *r).collect();
+        for (row, state) in changes {
+            debug_assert_eq!(state.cell_uuid, self.rows[row].cell_uuid);
+            self.rows[row] = state;
+        }
+        let indexes = std::mem::take(self.indexes.get_mut().unwrap_or_else(|p| p.into_inner()));
+        let mut kept = Vec::with_capacity(indexes.len());
+        for mut index in indexes {
+            match Arc::get_mut(&mut index) {
+                Some(own) => {
+                    if own.change_rows(&*self, &changed) {
+                        kept.push(index);
+                    }
+                }
+                None => match index.with_rows_changed(&*self, &changed) {
+                    None => {}
+                    Some(None) => kept.push(index),
+                    Some(Some(next)) => kept.push(Arc::new(next)),
+                },
+            }
+        }
+        *self.indexes.get_mut().unwrap_or_else(|p| p.into_inner()) = kept;
+    }
+
     /// Sets the `service` of rows in place, in a table no one else holds (the
     /// rows not shared either are written, the others replaced by a copy); the
     /// weigh indexes stay as they are (no weigher reads the service).

@@ -324,6 +324,34 @@ impl WeighIndex {
         table: &impl TableRows,
         changed: &[usize],
     ) -> Option<Option<WeighIndex>> {
+        let moved = self.moved_values(table, changed)?;
+        if moved.is_empty() {
+            return Some(None);
+        }
+        let mut next = self.clone();
+        next.apply_moved(moved);
+        Some(Some(next))
+    }
+
+    /// [`with_rows_changed`](Self::with_rows_changed) on this index itself: `false`
+    /// when the change invalidates it.
+    pub(crate) fn change_rows(&mut self, table: &impl TableRows, changed: &[usize]) -> bool {
+        match self.moved_values(table, changed) {
+            Some(moved) => {
+                self.apply_moved(moved);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The tree values of the rows `changed` that moved, by tree position; `None`
+    /// when the change invalidates a column left out or made uniform.
+    fn moved_values(
+        &self,
+        table: &impl TableRows,
+        changed: &[usize],
+    ) -> Option<Vec<(usize, TreeValues)>> {
         if table.len() != self.shape.pos.len() {
             return None;
         }
@@ -365,28 +393,28 @@ impl WeighIndex {
                 moved.push((p, values));
             }
         }
-        if moved.is_empty() {
-            return Some(None);
-        }
-        let mut next = self.clone();
+        Some(moved)
+    }
+
+    /// Writes the values `moved` and refits the boxes above them.
+    fn apply_moved(&mut self, moved: Vec<(usize, TreeValues)>) {
         let mut dirty: Vec<u32> = Vec::with_capacity(moved.len());
         for (p, values) in moved {
             for (at, raw, mult) in values {
-                next.raw[at] = raw;
-                next.mult[at] = mult;
+                self.raw[at] = raw;
+                self.mult[at] = mult;
             }
-            dirty.push(next.shape.leaf_of_pos[p]);
+            dirty.push(self.shape.leaf_of_pos[p]);
         }
         dirty.sort_unstable();
         dirty.dedup();
         for leaf in dirty {
             let mut node = leaf;
             while node != NONE {
-                next.refit_node(node as usize);
-                node = next.shape.nodes[node as usize].parent;
+                self.refit_node(node as usize);
+                node = self.shape.nodes[node as usize].parent;
             }
         }
-        Some(Some(next))
     }
 
     fn refit_node(&mut self, id: usize) {
