@@ -6,7 +6,9 @@
 //! Placement) answers before its first NoValidHost, on the same hosts in the same
 //! order; it writes nothing (every Placement request it makes is a GET, usages and
 //! generations, the `services` and `compute_nodes` tables are unchanged). `snapshot`
-//! then `simulate --snapshot` places a mix of requests as the daemon places them.
+//! then `simulate --snapshot` places a mix of requests as the daemon places them, and
+//! `replay` of the daemon's own recording of those calls (`record_calls`) on the snapshot
+//! gives every instance the daemon's answer.
 
 use crate::amqp_client::TestClient;
 use crate::claims_cloud::{uuid, Cloud, Gate};
@@ -40,7 +42,8 @@ struct RunningDaemon {
 }
 
 impl RunningDaemon {
-    async fn start(cloud: &Cloud, dir: &Path, tag: &str) -> RunningDaemon {
+    /// `extra`: more lines of `[nova_scheduler_rs]`.
+    async fn start(cloud: &Cloud, dir: &Path, tag: &str, extra: &str) -> RunningDaemon {
         let vhost = nova_schema::tagged(&format!("nsrs_cap_{tag}"));
         // A vhost left by an earlier run; none is the usual case.
         let _ = Command::new("rabbitmqctl")
@@ -53,7 +56,7 @@ impl RunningDaemon {
             format!(
                 "[DEFAULT]\ntransport_url = {transport}\nhost = nsrs-cap-daemon\n\
                  [database]\nconnection = {}\n[api_database]\nconnection = {}\n\
-                 [nova_scheduler_rs]\nstate_dir = {}\n{}",
+                 [nova_scheduler_rs]\nstate_dir = {}\n{extra}{}",
                 nova_schema::sqla_url(&cloud.cell0_db),
                 nova_schema::sqla_url(&cloud.api_db),
                 dir.join(format!("state-{tag}")).display(),
@@ -115,6 +118,26 @@ impl RunningDaemon {
         drop(self.daemon);
         rabbitmqctl(&["delete_vhost", &self.vhost]);
         assert!(!log.contains("panicked"), "{log}");
+    }
+
+    /// SIGTERM, and the daemon's exit (it closes its recording on the way out).
+    async fn stop_gracefully(mut self) {
+        let pid = self.daemon.child.id().to_string();
+        let term = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(term.is_ok_and(|s| s.success()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(45);
+        let status = loop {
+            if let Some(status) = self.daemon.child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no exit after SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(status.success(), "{}", self.daemon.log_text());
+        self.stop();
     }
 }
 
@@ -399,7 +422,7 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
     // The daemon's decisions, one flavor at a time on a fresh copy of the cloud:
     // single-instance calls until the first NoValidHost.
     for (f, ((name, vcpus, mem, disk), report)) in FLAVORS.iter().zip(&counted).enumerate() {
-        let mut daemon = RunningDaemon::start(&cloud, &dir, &format!("f{f}")).await;
+        let mut daemon = RunningDaemon::start(&cloud, &dir, &format!("f{f}"), "").await;
         let mut placed = Vec::new();
         let mut consumers = Vec::new();
         loop {
@@ -473,7 +496,15 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         ],
     ))
     .expect("JSON");
-    let mut daemon = RunningDaemon::start(&cloud, &dir, "mix").await;
+    // The daemon records the calls it answers, for the replay below.
+    let recording = dir.join("calls.jsonl.gz");
+    let mut daemon = RunningDaemon::start(
+        &cloud,
+        &dir,
+        "mix",
+        &format!("record_calls = {}\n", recording.display()),
+    )
+    .await;
     let mut decided = Vec::new();
     for (r, req) in requests.as_array().unwrap().iter().enumerate() {
         let flavor = |k: &str, i: usize| {
@@ -506,7 +537,7 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
             Err(class) => decided.push(json!({"request": r + 1, "error": class})),
         }
     }
-    daemon.stop();
+    daemon.stop_gracefully().await;
     let simulated: Vec<Value> = simulated["placements"]
         .as_array()
         .unwrap()
@@ -517,5 +548,39 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
         })
         .collect();
     assert_eq!(simulated, decided);
+
+    // replay: the daemon's recording of those calls, decided again on the snapshot
+    // with the same configuration, gives every instance the daemon's answer.
+    let replayed: Value = serde_json::from_str(&tool(
+        &conf,
+        &[
+            "replay",
+            "--snapshot",
+            snapshot.to_str().unwrap(),
+            "--recording",
+            recording.to_str().unwrap(),
+            "--json",
+        ],
+    ))
+    .expect("JSON");
+    let instances: u64 = requests
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["num_instances"].as_u64().unwrap_or(1))
+        .sum();
+    assert_eq!(replayed["calls"], 7, "{replayed:#}");
+    assert_eq!(replayed["calls_replayed"], 7, "{replayed:#}");
+    assert_eq!(
+        replayed["instances"].as_u64(),
+        Some(instances),
+        "{replayed:#}"
+    );
+    assert_eq!(
+        replayed["identical"].as_u64(),
+        Some(instances),
+        "{replayed:#}"
+    );
+    assert_eq!(replayed["warnings"], json!([]), "{replayed:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
