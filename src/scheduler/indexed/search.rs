@@ -154,13 +154,7 @@ impl Decision<'_> {
                     continue;
                 }
                 let (raw, mult) = index.values_at(p);
-                let w = lv.weigh_tree_row(raw, mult);
-                let better =
-                    best.is_none_or(|(b, wb)| w > wb || (w == wb && self.earlier(prev, row, b)));
-                if better && self.passes_fresh(row) {
-                    best = Some((row, w));
-                    self.witness.set(Some(row));
-                }
+                self.offer(&mut best, prev, row, lv.weigh_tree_row(raw, mult));
             }
         }
         best.map(|(row, _)| row)
@@ -185,15 +179,19 @@ impl Decision<'_> {
                 continue;
             }
             let (raw, mult) = self.index.values_of_row(row as usize);
-            let w = lv.weigh_tree_row(raw, mult);
-            let better =
-                best.is_none_or(|(b, wb)| w > wb || (w == wb && self.earlier(prev, row, b)));
-            if better && self.passes_fresh(row) {
-                best = Some((row, w));
-                self.witness.set(Some(row));
-            }
+            self.offer(&mut best, prev, row, lv.weigh_tree_row(raw, mult));
         }
         best.map(|(row, _)| row)
+    }
+
+    /// `row` (not held apart, weight `w`) becomes `best` when it comes before it in
+    /// the list and passes.
+    fn offer(&self, best: &mut Option<(u32, f64)>, prev: Option<usize>, row: u32, w: f64) {
+        let better = best.is_none_or(|(b, wb)| w > wb || (w == wb && self.earlier(prev, row, b)));
+        if better && self.passes_fresh(row) {
+            *best = Some((row, w));
+            self.witness.set(Some(row));
+        }
     }
 
     /// The largest (or smallest) raw weight of column `c` over the hosts in the
