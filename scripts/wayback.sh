@@ -10,8 +10,9 @@
 #   1. that release's nova-manage builds the schemas (api_db sync, map_cell0,
 #      create_cell cell1, db sync per database);
 #   2. that release's nova-conductor starts, registers its row, and is stopped;
-#   3. nova-scheduler-rs starts, logs `scheduler ready` and the version it chose
-#      (the conductor's), its row carries that version; it is stopped;
+#   3. nova-scheduler-rs starts, logs `scheduler ready`, the version it chose (the
+#      conductor's) and the release it schedules as (nova_release = auto: that
+#      release), its row carries that version; it is stopped;
 #   4. that release's nova-scheduler starts on the same host: it must keep running
 #      (its heartbeat moves report_count), log no ServiceTooOld, and leave the row at
 #      its own SERVICE_VERSION;
@@ -237,6 +238,10 @@ test_release() {
         fail "nova-scheduler-rs left its row at version ${chosen:-none}, not the control plane's $own" "$LOGS/nova-scheduler-rs.log"
     grep -q "nova-scheduler service row version $own .*nova-conductor" "$LOGS/nova-scheduler-rs.log" ||
         fail "nova-scheduler-rs did not log why it chose version $own" "$LOGS/nova-scheduler-rs.log"
+    # nova_release = auto (unset): the release is read from the conductor's row.
+    grep -o 'scheduling as nova [0-9]* ([0-9.]*)[^"]*' "$LOGS/nova-scheduler-rs.log" | head -n 1 >&2 || true
+    grep -q "scheduling as nova [0-9]* ($RELEASE)" "$LOGS/nova-scheduler-rs.log" ||
+        fail "nova-scheduler-rs did not schedule as $RELEASE (nova_release = auto)" "$LOGS/nova-scheduler-rs.log"
 
     nsrs_log "nova $RELEASE: its own nova-scheduler takes the host back"
     run_release_scheduler nova-scheduler

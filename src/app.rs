@@ -11,6 +11,7 @@ use crate::observe::listener;
 use crate::placement::index::{IndexLoader, LiveIndex};
 use crate::placement::{PlacementClient, PlacementOptions};
 use crate::recording::{Recorder, RecorderOptions};
+use crate::release::{self, Behaviour, NovaSeries, ReleaseChoice, ResolvedSeries};
 use crate::rpc::notifier::AmqpNotificationPublisher;
 use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
@@ -69,8 +70,36 @@ pub async fn shutdown_signal() {
     info!("shutdown requested");
 }
 
-/// The decision core as nova.conf configures it.
+/// The release `[nova_scheduler_rs] nova_release` names; `auto` before the control
+/// plane has been read: the newest.
+pub fn configured_release(config: &Config) -> NovaSeries {
+    match config.nova_scheduler_rs.nova_release {
+        ReleaseChoice::Series(series) => series,
+        ReleaseChoice::Auto => NovaSeries::NEWEST,
+    }
+}
+
+/// The release to schedule a cloud as, from the service rows of its databases
+/// (`readings`, for `auto`), logged with the reason.
+pub fn resolve_release(
+    config: &Config,
+    readings: &[service_row::DatabaseVersions],
+) -> Result<ResolvedSeries, AppError> {
+    let control_plane = service_row::choose_version(readings).source.newest();
+    let resolved = release::resolve(config.nova_scheduler_rs.nova_release, control_plane)
+        .map_err(|e| AppError::Config(e.to_string()))?;
+    info!("{resolved}");
+    Ok(resolved)
+}
+
+/// The decision core as nova.conf configures it, as the configured release
+/// ([`configured_release`]).
 pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
+    build_scheduler_as(config, configured_release(config))
+}
+
+/// The decision core as nova.conf configures it, with `release`'s filters and weighers.
+pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Scheduler, AppError> {
     let fs = &config.filter_scheduler;
     let filter_config = FilterConfig {
         service_down_time: config.default.service_down_time as i64,
@@ -92,6 +121,7 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
         packing_host_numa_cells_allocation_strategy: config
             .compute
             .packing_host_numa_cells_allocation_strategy,
+        release,
     };
     let filters = build_chain(&fs.enabled_filters, &filter_config).map(|chain| {
         chain.on_filtered(|filter, hosts_in, hosts_out| {
@@ -116,6 +146,7 @@ pub fn build_scheduler(config: &Config) -> Result<Scheduler, AppError> {
         metrics_weight_multiplier: config.metrics.weight_multiplier,
         metrics_required: config.metrics.required,
         metrics_weight_of_unavailable: config.metrics.weight_of_unavailable,
+        release,
     };
     let weighers = build_pipeline(&fs.weight_classes, &weigher_config);
     // Every bad filter and weigher name in one startup error.
@@ -254,10 +285,10 @@ pub async fn run(
         tracing::warn!("{warning}");
     }
     let Prepared {
-        scheduler,
+        mut scheduler,
         state: state_options,
         placement: placement_options,
-        prefilters,
+        mut prefilters,
         databases,
         placement_index_url,
         notification_transport,
@@ -314,8 +345,30 @@ pub async fn run(
         .connect(&main_database_url)
         .await
         .map_err(|e| AppError::ServiceRow(e.into()))?;
-    let version = service_row::choose_version(&store.newest_service_versions().await);
+    // The release the cloud is scheduled as (`auto`: its control plane's); the
+    // pipeline was built as the configured one, the newest for `auto`.
+    let readings = store.newest_service_versions().await;
+    let release = resolve_release(&config, &readings)?.series;
+    if release != configured_release(&config) {
+        scheduler = build_scheduler_as(&config, release)?;
+        prefilters = prefilter_options_as(&config, release)?;
+        info!(
+            filters = ?scheduler.filters.names(), weighers = ?scheduler.weighers.names(),
+            "pipeline built as {release}"
+        );
+    }
+    for warning in release_warnings(&config, release) {
+        warn!("{warning}");
+    }
+    let mut version = service_row::choose_version(&readings);
     info!("{version}");
+    if version.version > release.service_version() {
+        version.version = release.service_version();
+        info!(
+            "nova-scheduler service row version {}: {release}'s",
+            version.version
+        );
+    }
     let service_row =
         ServiceRow::register(main_pool.clone(), &config.default.host, version.version).await?;
     let heartbeat = tokio::spawn(
@@ -364,7 +417,12 @@ pub async fn run(
             period,
         )));
     }
-    background.push(tokio::spawn(reload_on_sighup(store, cache)));
+    background.push(tokio::spawn(reload_on_sighup(
+        store,
+        cache,
+        release,
+        config.nova_scheduler_rs.nova_release,
+    )));
     let manager = Arc::new(manager);
     let _ = explainer.set(Arc::clone(&manager) as Arc<dyn listener::Explainer>);
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
@@ -405,12 +463,14 @@ fn open_recorder(
 
 /// The manager's options from nova.conf.
 fn manager_options(config: &Config, prefilters: PrefilterOptions) -> ManagerOptions {
+    let image_props_weigher = prefilters.release.has(Behaviour::ImagePropertiesWeigher);
     ManagerOptions {
         max_placement_results: config.scheduler.max_placement_results,
         default_availability_zone: config.default.default_availability_zone.clone(),
         rng_seed: None,
         prefilters,
-        load_instance_system_metadata: config.filter_scheduler.image_props_weight_multiplier != 0.0,
+        load_instance_system_metadata: image_props_weigher
+            && config.filter_scheduler.image_props_weight_multiplier != 0.0,
         indexed_decision: config.nova_scheduler_rs.indexed_decision,
         read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
         max_instances_per_request: config.guards.max_instances_per_request,
@@ -582,8 +642,14 @@ async fn discover_hosts_periodically(
 
 /// SIGHUP: the logging options are applied again ([`crate::telemetry::reload`]);
 /// nova's `reset()` re-reads the cell mappings; the cache then re-reads every cell
-/// and the aggregates.
-async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStateCache>>) {
+/// and the aggregates. The control plane's release is read again: a change (the
+/// conductors were upgraded) is logged, and taken at the next restart.
+async fn reload_on_sighup(
+    store: Arc<HostStateStore>,
+    cache: Option<Arc<HostStateCache>>,
+    release: NovaSeries,
+    choice: ReleaseChoice,
+) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -600,16 +666,58 @@ async fn reload_on_sighup(store: Arc<HostStateStore>, cache: Option<Arc<HostStat
                 Some(cache) => cache.reset().await,
                 None => store.reload_cells().await,
             }
+            if choice == ReleaseChoice::Auto {
+                let readings = store.newest_service_versions().await;
+                let newest = service_row::choose_version(&readings).source.newest();
+                match release::resolve(choice, newest) {
+                    Ok(now) if now.series != release => warn!(
+                        "SIGHUP: the control plane now reads as {}; still scheduling as \
+                         {release} until nova-scheduler-rs is restarted",
+                        now.series
+                    ),
+                    Ok(_) => info!("SIGHUP: still scheduling as {release}"),
+                    Err(e) => warn!("SIGHUP: {e}; still scheduling as {release}"),
+                }
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (store, cache);
+        let _ = (store, cache, release, choice);
     }
 }
 
-/// The request filters' options; refuses the ones this daemon cannot honour.
+/// Options set in nova.conf that `release`'s nova does not have: it ignores them, as
+/// nova ignores any option it does not register, and so does this daemon.
+pub fn release_warnings(config: &Config, release: NovaSeries) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !release.has(Behaviour::ImagePropertiesWeigher) {
+        for option in [
+            "image_props_weight_multiplier",
+            "image_props_weight_setting",
+        ] {
+            if config.raw().get("filter_scheduler", option).is_some() {
+                warnings.push(format!(
+                    "[filter_scheduler] {option} is not an option of {release}; ignored, as \
+                     that release's nova-scheduler ignores it"
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// The request filters' options, as the configured release; refuses the ones this
+/// daemon cannot honour.
 pub(crate) fn prefilter_options(config: &Config) -> Result<PrefilterOptions, AppError> {
+    prefilter_options_as(config, configured_release(config))
+}
+
+/// The request filters' options, as `release`.
+pub(crate) fn prefilter_options_as(
+    config: &Config,
+    release: NovaSeries,
+) -> Result<PrefilterOptions, AppError> {
     let s = &config.scheduler;
     let opts = PrefilterOptions {
         limit_tenants_to_placement_aggregate: s.limit_tenants_to_placement_aggregate,
@@ -620,6 +728,7 @@ pub(crate) fn prefilter_options(config: &Config) -> Result<PrefilterOptions, App
         query_placement_for_routed_network_aggregates: s
             .query_placement_for_routed_network_aggregates,
         disable_fallback_pcpu_query: config.workarounds.disable_fallback_pcpu_query,
+        release,
     };
     opts.check().map_err(AppError::Config)?;
     Ok(opts)

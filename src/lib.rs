@@ -18,6 +18,8 @@
 //! - [`weighers`]: one nova weigher per file behind the `HostWeigher` trait, plus nova's
 //!   normalization and the weight handler.
 //! - [`scheduler`]: filter → weigh → pick → claim → consume, per instance, with alternates.
+//! - [`release`]: the nova releases a cloud can be scheduled as, and what each one's
+//!   scheduler does differently.
 //!
 //! The edges do the I/O and map it to and from the model:
 //! - [`config`]: nova.conf with oslo.config semantics, typed sections with nova's defaults.
@@ -52,6 +54,7 @@ pub mod pci;
 pub mod placement;
 pub mod py;
 pub mod recording;
+pub mod release;
 pub mod rpc;
 pub mod scheduler;
 pub mod simulate;

@@ -497,6 +497,7 @@ impl SchedulerManager {
     fn query_options(&self) -> query::QueryOptions {
         query::QueryOptions {
             max_placement_results: self.options.max_placement_results,
+            release: self.options.prefilters.release,
         }
     }
 

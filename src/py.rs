@@ -15,6 +15,7 @@
 //! - [`json`]: `json.loads` and `json.dumps`.
 //! - [`set`]: a `set[int]` iterating in CPython's order.
 //! - [`version`]: PEP 440 versions and oslo's `VersionPredicate`.
+//! - [`distutils_version`]: distutils' `StrictVersion` and `VersionPredicate` (nova 29, 30).
 //! - [`strutils`]: oslo.utils' `bool_from_string`.
 //! - [`object`]: oslo.versionedobjects primitives and field coercions.
 //!
@@ -22,6 +23,7 @@
 //! (which characters are whitespace, what `int()` accepts, how a float prints, in
 //! which order a set iterates), and nova's decisions depend on exactly those.
 
+pub mod distutils_version;
 pub mod error;
 pub mod float;
 pub mod int;

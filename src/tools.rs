@@ -43,11 +43,13 @@ impl Live {
     /// The Scheduler, the host-state store (read-only), the Placement client and the
     /// provider index, built from nova.conf as the daemon builds them.
     pub async fn connect(config: Config) -> Result<Live, AppError> {
-        let scheduler = app::build_scheduler(&config)?;
-        let prefilters = app::prefilter_options(&config)?;
         let mut state = app::state_options(&config)?;
         state.read_only = true;
         let store = Arc::new(HostStateStore::connect(state).await?);
+        // Decided as the daemon decides: as the release the control plane runs.
+        let release = app::resolve_release(&config, &store.newest_service_versions().await)?.series;
+        let scheduler = app::build_scheduler_as(&config, release)?;
+        let prefilters = app::prefilter_options_as(&config, release)?;
         let placement = Arc::new(PlacementClient::new(app::placement_options(&config)?)?);
         let index = match &config.placement_database_url {
             Some(url) => {

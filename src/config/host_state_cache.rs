@@ -6,6 +6,7 @@
 use super::error::ConfigError;
 use super::ini::RawConfig;
 use super::reader::Reader;
+use crate::release::ReleaseChoice;
 
 /// The group name in nova.conf. nova's own services ignore unknown groups.
 pub const GROUP: &str = "nova_scheduler_rs";
@@ -56,6 +57,8 @@ pub struct HostStateCacheSection {
     pub record_max_bytes: u64,
     /// Rotated recordings kept beside the live one.
     pub record_keep: u32,
+    /// The nova release the cloud is scheduled as (`auto`: its control plane's).
+    pub nova_release: ReleaseChoice,
 }
 
 impl Default for HostStateCacheSection {
@@ -74,6 +77,7 @@ impl Default for HostStateCacheSection {
             record_calls: None,
             record_max_bytes: 100 * 1024 * 1024,
             record_keep: 5,
+            nova_release: ReleaseChoice::Auto,
         }
     }
 }
@@ -135,6 +139,11 @@ impl HostStateCacheSection {
                 .map(std::path::PathBuf::from),
             record_max_bytes: r.int("record_max_bytes", d.record_max_bytes, Some(1), None),
             record_keep: r.int("record_keep", d.record_keep, Some(0), None),
+            nova_release: {
+                let choices = ReleaseChoice::choices();
+                let text = r.choice("nova_release", "auto", &choices, true);
+                ReleaseChoice::parse(&text).unwrap_or(d.nova_release)
+            },
         }
     }
 }

@@ -5,12 +5,15 @@
 //! `hw_maxphysaddr_bits` nova reaches code that raises (see [`MaxPhysAddr`]).
 //!
 //! Version predicates follow oslo.utils' `VersionPredicate` over `packaging` 26's
-//! PEP 440 `Version` (the versions nova 34's venv pins), in [`crate::py::version`].
+//! PEP 440 `Version` (the versions nova 34's venv pins), in [`crate::py::version`];
+//! nova 29 and 30 read them with distutils ([`crate::py::distutils_version`]), both in
+//! the filter and in the image's `VersionPredicateField`.
 
 use super::{FilterRequest, HostFilter};
 use crate::model::fields::{canonical_architecture, canonical_hv_type, canonical_vm_mode};
 use crate::model::{HostState, RequestSpec};
 use crate::py;
+use crate::py::distutils_version;
 use crate::py::version::VersionPredicate;
 use crate::py::{PyError, PyExc};
 use serde_json::{Map, Value};
@@ -19,6 +22,23 @@ use tracing::{debug, warn};
 pub struct ImagePropertiesFilter {
     /// `[filter_scheduler] image_properties_default_architecture` (None).
     pub default_architecture: Option<String>,
+    /// `img_hv_requested_version` read by distutils (nova 29, 30), else by oslo.utils.
+    pub distutils_predicate: bool,
+}
+
+/// `img_hv_requested_version`, parsed as the release parses it.
+enum Predicate {
+    Pep440(VersionPredicate),
+    Distutils(distutils_version::VersionPredicate),
+}
+
+impl Predicate {
+    fn satisfied_by(&self, version: &str) -> Result<bool, PyError> {
+        match self {
+            Predicate::Pep440(p) => p.satisfied_by(version),
+            Predicate::Distutils(p) => p.satisfied_by(version),
+        }
+    }
 }
 
 impl ImagePropertiesFilter {
@@ -67,7 +87,11 @@ impl ImagePropertiesFilter {
         let empty = Map::new();
         let props = spec.image.as_ref().map_or(&empty, |i| &i.properties);
         let predicate = match prop_str(props, "img_hv_requested_version")? {
-            Some(p) => Some(VersionPredicate::parse(p)?),
+            // nova 29: `VersionPredicate('image_prop (%s)' % version_required)`.
+            Some(p) if self.distutils_predicate => Some(Predicate::Distutils(
+                distutils_version::VersionPredicate::parse(&format!("image_prop ({p})"))?,
+            )),
+            Some(p) => Some(Predicate::Pep440(VersionPredicate::parse(p)?)),
             None => None,
         };
         let maxphysaddr_bits = prop_int(props, "hw_maxphysaddr_bits")?;
@@ -94,7 +118,7 @@ impl ImagePropertiesFilter {
 
 /// What the image asks of a host.
 struct Requested {
-    predicate: Option<VersionPredicate>,
+    predicate: Option<Predicate>,
     maxphysaddr_bits: Option<i64>,
     /// Architecture, hypervisor type, VM mode.
     checked: [Option<String>; 3],
@@ -163,7 +187,7 @@ fn prop_int(props: &Map<String, Value>, name: &str) -> Result<Option<i64>, PyErr
 /// rejects it.)
 fn compare_product_version(
     hypervisor_version: Option<i64>,
-    predicate: Option<&VersionPredicate>,
+    predicate: Option<&Predicate>,
 ) -> Result<bool, PyError> {
     let Some(predicate) = predicate else {
         return Ok(true);
@@ -224,8 +248,19 @@ mod tests {
         supported: &[[&str; 3]],
         hypervisor_version: Option<i64>,
     ) -> Result<bool, PyError> {
+        run_in(false, default_arch, image, supported, hypervisor_version)
+    }
+
+    fn run_in(
+        distutils_predicate: bool,
+        default_arch: Option<&str>,
+        image: Option<Value>,
+        supported: &[[&str; 3]],
+        hypervisor_version: Option<i64>,
+    ) -> Result<bool, PyError> {
         let filter = ImagePropertiesFilter {
             default_architecture: default_arch.map(str::to_string),
+            distutils_predicate,
         };
         let spec = RequestSpec {
             image: image.map(|p| ImageMeta {
@@ -329,9 +364,37 @@ mod tests {
         }
         let f = ImagePropertiesFilter {
             default_architecture: None,
+            distutils_predicate: false,
         };
         assert!(f.once_per_request());
         assert!(f.run_on_rebuild());
+    }
+
+    /// nova 29 and 30 read the predicate with distutils: `6.1` alone and PEP 440's
+    /// forms are errors there, and a four-part host version cannot be compared.
+    #[test]
+    fn nova_29_reads_predicates_with_distutils() {
+        let props =
+            |req: &str| Some(json!({"img_hv_type": "kvm", "img_hv_requested_version": req}));
+        assert_eq!(
+            run_in(true, None, props(">= 6.0, < 6.2"), &[KVM], V6),
+            Ok(true)
+        );
+        assert_eq!(run_in(true, None, props(">=6.2"), &[KVM], V6), Ok(false));
+        for pep440_only in [">=6", ">=6.0.post1"] {
+            assert!(
+                run(None, props(pep440_only), &[KVM], V6).is_ok(),
+                "{pep440_only}"
+            );
+            let e = run_in(true, None, props(pep440_only), &[KVM], V6).expect_err(pep440_only);
+            assert_eq!(e.kind, PyExc::ValueError);
+        }
+        // 1.0.0.0: oslo's PEP 440 compares it, distutils raises.
+        assert_eq!(
+            run(None, props(">=1.0"), &[KVM], Some(1_000_000_000)),
+            Ok(true)
+        );
+        assert!(run_in(true, None, props(">=1.0"), &[KVM], Some(1_000_000_000)).is_err());
     }
 
     #[test]

@@ -37,6 +37,7 @@ use super::server_group_affinity_filter::ServerGroupAffinityFilter;
 use super::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
 use super::simple_cidr_affinity_filter::SimpleCIDRAffinityFilter;
 use super::{FilterChain, HostFilter};
+use crate::release::{Behaviour, NovaSeries};
 
 /// The options filters read, captured once when the chain is built.
 #[derive(Debug, Clone)]
@@ -67,6 +68,8 @@ pub struct FilterConfig {
     /// `[compute] packing_host_numa_cells_allocation_strategy` (false), read by
     /// NUMATopologyFilter.
     pub packing_host_numa_cells_allocation_strategy: bool,
+    /// The nova release whose filters these are.
+    pub release: NovaSeries,
 }
 
 impl Default for FilterConfig {
@@ -85,6 +88,7 @@ impl Default for FilterConfig {
             metrics_weight_setting: Vec::new(),
             default_availability_zone: "nova".to_string(),
             packing_host_numa_cells_allocation_strategy: false,
+            release: NovaSeries::NEWEST,
         }
     }
 }
@@ -116,8 +120,10 @@ const REGISTRY: &[(&str, Factory)] = &[
             max_io_ops_per_host: c.max_io_ops_per_host,
         })
     }),
-    (AggregateMultiTenancyIsolation::NAME, |_| {
-        Box::new(AggregateMultiTenancyIsolation)
+    (AggregateMultiTenancyIsolation::NAME, |c| {
+        Box::new(AggregateMultiTenancyIsolation {
+            tenant_key_prefix: c.release.has(Behaviour::TenantKeyPrefix),
+        })
     }),
     (AggregateNumInstancesFilter::NAME, |c| {
         Box::new(AggregateNumInstancesFilter {
@@ -141,6 +147,7 @@ const REGISTRY: &[(&str, Factory)] = &[
     (ImagePropertiesFilter::NAME, |c| {
         Box::new(ImagePropertiesFilter {
             default_architecture: c.image_properties_default_architecture.clone(),
+            distutils_predicate: !c.release.has(Behaviour::VersionutilsPredicate),
         })
     }),
     (IoOpsFilter::NAME, |c| {

@@ -17,10 +17,12 @@
 //! 10. `remote_managed_ports_filter` — always, but asks Neutron about each requested
 //!     port. Not done here: a request with ports gets a warning and no
 //!     `COMPUTE_REMOTE_MANAGED_PORTS` (nova adds it for remote-managed ports).
-//! 11. `ephemeral_encryption_filter`, 12. `virtio_sound_filter`,
-//!     13. `tpm_secret_security_filter` — always
-//! 14. `owner_nova_filter` — always, once every nova-compute is at version ≥ 73.
+//! 11. `ephemeral_encryption_filter`, 12. `virtio_sound_filter` (nova ≥ 32),
+//!     13. `tpm_secret_security_filter` (nova ≥ 33) — always
+//! 14. `owner_nova_filter` (nova ≥ 34) — always, once every nova-compute is at
+//!     version ≥ 73.
 //!
+//! An older release ([`PrefilterOptions::release`]) runs only the filters it has.//!
 //! The filters that read the API database or the cells' service versions do it
 //! through a [`RequestFilterSource`]: the daemon's [`HostStateStore`] (one query each,
 //! as nova's run per request), or a snapshot for the offline tools, so that both run
@@ -31,13 +33,46 @@
 use crate::hardware::{self, RequestError};
 use crate::model::{Destination, ImageMeta, RequestSpec};
 use crate::placement::{QueryOptions, ResourceRequest};
+use crate::release::{Behaviour, NovaSeries};
 use crate::state::{HostStateStore, StateError};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use tracing::{debug, warn};
 
-/// nova 34's minimum compute service version for the `OWNER_NOVA` trait.
-const OWNER_NOVA_MIN_COMPUTE_VERSION: i64 = 73;
+/// nova 34's minimum compute service version for the `OWNER_NOVA` trait
+/// (`MIN_COMPUTE_VERSION_OWNER_TRAIT`).
+pub const OWNER_NOVA_MIN_COMPUTE_VERSION: i64 = 73;
+
+/// nova's `ALL_REQUEST_FILTERS`, in its order, with the behaviour that brought each
+/// one in after nova 29 (`None`: every release has it). [`process`] runs them.
+pub const REQUEST_FILTERS: &[(&str, Option<Behaviour>)] = &[
+    ("require_tenant_aggregate", None),
+    ("map_az_to_placement_aggregate", None),
+    ("require_image_type_support", None),
+    ("compute_status_filter", None),
+    ("isolate_aggregates", None),
+    ("transform_image_metadata", None),
+    ("accelerators_filter", None),
+    ("packed_virtqueue_filter", None),
+    ("routed_networks_filter", None),
+    ("remote_managed_ports_filter", None),
+    ("ephemeral_encryption_filter", None),
+    ("virtio_sound_filter", Some(Behaviour::VirtioSoundFilter)),
+    (
+        "tpm_secret_security_filter",
+        Some(Behaviour::TpmSecretSecurityFilter),
+    ),
+    ("owner_nova_filter", Some(Behaviour::OwnerNovaFilter)),
+];
+
+/// Whether `release`'s nova has the request filter `name` (one of [`REQUEST_FILTERS`]).
+pub fn in_release(name: &str, release: NovaSeries) -> bool {
+    let (_, since) = REQUEST_FILTERS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("{name} is not in REQUEST_FILTERS"));
+    since.is_none_or(|b| release.has(b))
+}
 /// nova's `TENANT_METADATA_KEY`.
 const TENANT_METADATA_KEY: &str = "filter_tenant_id";
 
@@ -52,6 +87,8 @@ pub struct PrefilterOptions {
     pub query_placement_for_routed_network_aggregates: bool,
     /// `[workarounds] disable_fallback_pcpu_query`.
     pub disable_fallback_pcpu_query: bool,
+    /// The nova release whose request filters run.
+    pub release: NovaSeries,
 }
 
 impl PrefilterOptions {
@@ -177,9 +214,16 @@ pub async fn process<S: RequestFilterSource>(
     // routed_networks_filter: refused at startup when enabled (PrefilterOptions::check).
     remote_managed_ports_filter(spec);
     ephemeral_encryption_filter(spec)?;
-    virtio_sound_filter(spec)?;
-    tpm_secret_security_filter(spec)?;
-    owner_nova_filter(spec, store).await;
+    // Each release runs the filters it has.
+    if in_release("virtio_sound_filter", opts.release) {
+        virtio_sound_filter(spec)?;
+    }
+    if in_release("tpm_secret_security_filter", opts.release) {
+        tpm_secret_security_filter(spec)?;
+    }
+    if in_release("owner_nova_filter", opts.release) {
+        owner_nova_filter(spec, store).await;
+    }
     Ok(())
 }
 
@@ -674,5 +718,69 @@ mod tests {
             tpm_secret_security_filter(&mut s).unwrap_err().to_string(),
             "Scheduling failed: TPM secret security 'nope' is not supported."
         );
+    }
+
+    /// A cloud with no aggregates, every nova-compute at `min_compute`.
+    struct EmptyCloud {
+        min_compute: i64,
+    }
+
+    impl RequestFilterSource for EmptyCloud {
+        type Error = String;
+        async fn aggregate_uuids_for_az(&self, _: &str) -> Result<Vec<String>, String> {
+            Ok(Vec::new())
+        }
+        async fn aggregates_with_metadata_value(
+            &self,
+            _: &str,
+        ) -> Result<Vec<(String, String)>, String> {
+            Ok(Vec::new())
+        }
+        async fn aggregates_requiring_traits_other_than(
+            &self,
+            _: &[String],
+        ) -> Result<BTreeSet<String>, String> {
+            Ok(BTreeSet::new())
+        }
+        async fn min_compute_service_version(&self) -> Option<i64> {
+            Some(self.min_compute)
+        }
+    }
+
+    /// The root traits `process` requires as `release`, for a vTPM, virtio-sound image.
+    fn root_required_as(release: NovaSeries) -> BTreeSet<String> {
+        let mut spec = with_image(json!({"hw_tpm_version": "2.0", "hw_sound_model": "virtio"}));
+        let opts = PrefilterOptions {
+            release,
+            ..PrefilterOptions::default()
+        };
+        let cloud = EmptyCloud { min_compute: 74 };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        runtime
+            .block_on(process(&mut spec, &cloud, &opts))
+            .expect("processed");
+        spec.request_level_params.root_required
+    }
+
+    #[test]
+    fn each_release_runs_the_request_filters_it_has() {
+        let added = [
+            "COMPUTE_SOUND_MODEL_VIRTIO",
+            "COMPUTE_SECURITY_TPM_SECRET_SECURITY_USER",
+            "OWNER_NOVA",
+        ];
+        let has = |release| {
+            let traits = root_required_as(release);
+            added.map(|t| traits.contains(t))
+        };
+        assert_eq!(has(NovaSeries::V2025_1), [false, false, false]);
+        assert_eq!(has(NovaSeries::V2025_2), [true, false, false]);
+        assert_eq!(has(NovaSeries::V2026_1), [true, true, false]);
+        assert_eq!(has(NovaSeries::V2026_2), [true, true, true]);
+        assert!(REQUEST_FILTERS
+            .iter()
+            .all(|(n, _)| in_release(n, NovaSeries::NEWEST)));
     }
 }

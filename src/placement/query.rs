@@ -3,6 +3,7 @@
 //! `urlencode`. The request itself is built (and sorted as nova's `to_querystring`
 //! sorts it) by [`crate::placement::resource_request`]. Pure: no I/O.
 
+use crate::release::NovaSeries;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// `[scheduler] max_placement_results` default.
@@ -13,12 +14,15 @@ pub const DEFAULT_MAX_PLACEMENT_RESULTS: u32 = 1000;
 pub struct QueryOptions {
     /// `[scheduler] max_placement_results`, sent as `limit`.
     pub max_placement_results: u32,
+    /// The nova release whose `ResourceRequest` is built.
+    pub release: NovaSeries,
 }
 
 impl Default for QueryOptions {
     fn default() -> Self {
         QueryOptions {
             max_placement_results: DEFAULT_MAX_PLACEMENT_RESULTS,
+            release: NovaSeries::NEWEST,
         }
     }
 }

@@ -27,6 +27,7 @@ pub use crate::hardware::RequestError;
 use crate::model::{RequestGroup, RequestSpec};
 use crate::placement::query::QueryOptions;
 use crate::py::int::PyInt;
+use crate::release::Behaviour;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `os_resource_classes.STANDARDS` (os-resource-classes 1.1, as pinned with nova 34).
@@ -347,7 +348,9 @@ impl ResourceRequest {
         if let Some(me) = hardware::mem_encryption(flavor, image)? {
             rr.group(None)
                 .add_resource("MEM_ENCRYPTION_CONTEXT", Amount::Int(1));
-            rr.group(None).add_trait(me.trait_name, "required");
+            if opts.release.has(Behaviour::MemEncryptionModelTrait) {
+                rr.group(None).add_trait(me.trait_name, "required");
+            }
         }
         let mut pmem: BTreeMap<String, i64> = BTreeMap::new();
         for label in hardware::vpmem_labels(flavor) {
@@ -371,7 +374,12 @@ impl ResourceRequest {
             } else {
                 "COMPUTE_SECURITY_TPM_1_2"
             };
-            rr.group(None).add_trait(model_trait, "required");
+            if opts
+                .release
+                .has(Behaviour::StatelessFirmwareAndTpmModelTraits)
+            {
+                rr.group(None).add_trait(model_trait, "required");
+            }
             rr.group(None).add_trait(version_trait, "required");
         }
         if hardware::pci_numa_policy(flavor, image)?.as_deref() == Some("socket") {
@@ -391,7 +399,11 @@ impl ResourceRequest {
                 .add_trait("COMPUTE_ADDRESS_SPACE_EMULATED", "required"),
             _ => {}
         }
-        if hardware::stateless_firmware(image) {
+        if opts
+            .release
+            .has(Behaviour::StatelessFirmwareAndTpmModelTraits)
+            && hardware::stateless_firmware(image)
+        {
             rr.group(None)
                 .add_trait("COMPUTE_SECURITY_STATELESS_FIRMWARE", "required");
         }

@@ -21,34 +21,7 @@ use tracing::{debug, info, warn};
 /// nova 34's `SERVICE_VERSION` (nova/objects/service.py): the newest this daemon speaks.
 pub const SERVICE_VERSION: i64 = 74;
 
-/// A nova release and the newest `SERVICE_VERSION` of its stable series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NovaRelease {
-    pub major: u32,
-    pub series: &'static str,
-    pub service_version: i64,
-}
-
-const fn release(major: u32, series: &'static str, service_version: i64) -> NovaRelease {
-    NovaRelease {
-        major,
-        series,
-        service_version,
-    }
-}
-
-/// Source: `SERVICE_VERSION` in nova/objects/service.py of openstack/nova at the tags
-/// 29.4.0, 30.3.0, 31.3.1, 32.2.1 and 33.0.2, and of the nova 34.0.0 package (each
-/// series' newest release; none changed it after its .0). Only for naming a version
-/// in logs; the choice itself is a min() over the database's versions.
-pub const NOVA_RELEASES: &[NovaRelease] = &[
-    release(29, "2024.1", 67),
-    release(30, "2024.2", 67),
-    release(31, "2025.1", 68),
-    release(32, "2025.2", 70),
-    release(33, "2026.1", 72),
-    release(34, "2026.2", SERVICE_VERSION),
-];
+pub use crate::release::{NovaRelease, NOVA_RELEASES};
 
 /// The releases whose service version is `version` ("nova 29/30 (2024.1/2024.2)"),
 /// or where it falls between them (a development version).
@@ -59,7 +32,7 @@ pub fn release_name(version: i64) -> String {
         .collect();
     if !same.is_empty() {
         let majors: Vec<String> = same.iter().map(|r| r.major.to_string()).collect();
-        let series: Vec<&str> = same.iter().map(|r| r.series).collect();
+        let series: Vec<&str> = same.iter().map(|r| r.name).collect();
         return format!("nova {} ({})", majors.join("/"), series.join("/"));
     }
     let below = NOVA_RELEASES
@@ -177,6 +150,18 @@ pub fn choose_version(readings: &[DatabaseVersions]) -> ChosenVersion {
         VersionSource::Default => SERVICE_VERSION,
     };
     ChosenVersion { version, source }
+}
+
+impl VersionSource {
+    /// The control plane's newest service version read, if any row was.
+    pub fn newest(&self) -> Option<i64> {
+        match self {
+            VersionSource::Conductor { newest, .. } | VersionSource::AnyService { newest, .. } => {
+                Some(*newest)
+            }
+            VersionSource::Default => None,
+        }
+    }
 }
 
 impl fmt::Display for ChosenVersion {

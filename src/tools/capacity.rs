@@ -247,6 +247,7 @@ pub async fn report(args: &CapacityArgs, config: Config) -> Result<CapacityRepor
         &source,
         &QueryOptions {
             max_placement_results: u32::MAX,
+            release: live.prefilters.release,
         },
         &live.prefilters,
         None,

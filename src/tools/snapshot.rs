@@ -489,6 +489,7 @@ pub(crate) fn candidates(
 ) -> Result<AllocationCandidates, String> {
     let query = QueryOptions {
         max_placement_results,
+        release: opts.release,
     };
     let ask = |spec: &mut RequestSpec, pinning: bool| {
         let rr =

@@ -16,6 +16,7 @@ use super::ram_weigher::RAMWeigher;
 use super::server_group_soft_affinity_weigher::ServerGroupSoftAffinityWeigher;
 use super::server_group_soft_anti_affinity_weigher::ServerGroupSoftAntiAffinityWeigher;
 use super::{HostWeigher, WeigherPipeline};
+use crate::release::{Behaviour, NovaSeries};
 
 /// The multipliers and settings weighers read, with nova's defaults.
 #[derive(Debug, Clone)]
@@ -43,6 +44,8 @@ pub struct WeigherConfig {
     pub metrics_required: bool,
     /// `[metrics] weight_of_unavailable`.
     pub metrics_weight_of_unavailable: f64,
+    /// The nova release whose weighers these are: an older one lacks some.
+    pub release: NovaSeries,
 }
 
 impl Default for WeigherConfig {
@@ -65,6 +68,7 @@ impl Default for WeigherConfig {
             metrics_weight_multiplier: 1.0,
             metrics_required: true,
             metrics_weight_of_unavailable: -10000.0,
+            release: NovaSeries::NEWEST,
         }
     }
 }
@@ -174,7 +178,16 @@ const REGISTRY: &[(&str, Factory)] = &[
     }),
 ];
 
+/// Whether `release`'s nova has the weigher `name` (nova 29 and 30 have no
+/// ImagePropertiesWeigher: their loader fails on the class, their `all_weighers` lacks it).
+pub fn in_release(name: &str, release: NovaSeries) -> bool {
+    name != ImagePropertiesWeigher::NAME || release.has(Behaviour::ImagePropertiesWeigher)
+}
+
 fn build_one(name: &str, c: &WeigherConfig) -> Option<Box<dyn HostWeigher>> {
+    if !in_release(name, c.release) {
+        return None;
+    }
     REGISTRY
         .iter()
         .find(|(n, _)| *n == name)
@@ -190,7 +203,12 @@ pub fn build_pipeline(
     for entry in weight_classes {
         let entry = entry.trim();
         if entry == ALL_WEIGHERS_PATH {
-            names.extend(ALL_WEIGHERS.iter().map(|n| (entry.to_string(), *n)));
+            names.extend(
+                ALL_WEIGHERS
+                    .iter()
+                    .filter(|n| in_release(n, config.release))
+                    .map(|n| (entry.to_string(), *n)),
+            );
         } else {
             names.push((entry.to_string(), entry.rsplit('.').next().unwrap_or(entry)));
         }
@@ -202,6 +220,9 @@ pub fn build_pipeline(
     for (entry, name) in names {
         match build_one(name, config) {
             Some(w) => weighers.push(w),
+            None if REGISTRY.iter().any(|(n, _)| *n == name) => errors
+                .unknown
+                .push(format!("{entry} (not in {})", config.release)),
             None => errors.unknown.push(entry),
         }
     }
@@ -257,6 +278,34 @@ mod tests {
             ]
         );
         assert_eq!(p.names(), ALL_WEIGHERS);
+    }
+
+    #[test]
+    fn nova_29_and_30_have_no_image_properties_weigher() {
+        for release in [NovaSeries::V2024_1, NovaSeries::V2024_2] {
+            let config = WeigherConfig {
+                release,
+                ..WeigherConfig::default()
+            };
+            let all = build_pipeline(&[ALL_WEIGHERS_PATH.into()], &config).expect("pipeline");
+            let expected: Vec<&str> = ALL_WEIGHERS
+                .iter()
+                .copied()
+                .filter(|n| *n != "ImagePropertiesWeigher")
+                .collect();
+            assert_eq!(all.names(), expected);
+            let err = build_pipeline(&["ImagePropertiesWeigher".into()], &config)
+                .expect_err("not in that release");
+            assert_eq!(
+                err.unknown,
+                vec![format!("ImagePropertiesWeigher (not in {release})")]
+            );
+        }
+        let config = WeigherConfig {
+            release: NovaSeries::V2025_1,
+            ..WeigherConfig::default()
+        };
+        assert!(build_pipeline(&["ImagePropertiesWeigher".into()], &config).is_ok());
     }
 
     #[test]

@@ -17,6 +17,7 @@ const CORE: &[&str] = &[
     "filters",
     "weighers",
     "scheduler",
+    "release",
 ];
 
 /// What does I/O, or holds the process's state, or serves the operator.

@@ -23,6 +23,7 @@
 //! cargo test --release --test differential differential_filters                # default seed and counts
 //! NSRS_DIFF_SEED=7 NSRS_DIFF_CASES=1000000 cargo test --release --test differential differential_filters -- --nocapture
 //! NSRS_DIFF_FILTERS=JsonFilter cargo test --release --test differential differential_filters   # some filters only
+//! NSRS_DIFF_VENV=$(scripts/wayback.sh venv 2024.1) NSRS_DIFF_RELEASE=2024.1 cargo test --release --test differential differential_filters   # an older release's own classes
 //! ```
 //! `NSRS_DIFF_CASES` replaces every target's case count. The venv is found as the
 //! other integration tests find it (`NSRS_VENV`, else the cache `scripts/stack.sh venv`
@@ -73,6 +74,7 @@ use nova_scheduler::model::{
 };
 use nova_scheduler::py::value::py_str;
 use nova_scheduler::py::PyError;
+use nova_scheduler::release::NovaSeries;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
@@ -154,9 +156,23 @@ impl Case {
             host,
             spec,
             oracle_config: Map::new(),
-            filter_config: FilterConfig::default(),
+            filter_config: FilterConfig {
+                release: release(),
+                ..FilterConfig::default()
+            },
         }
     }
+}
+
+/// The nova release our filters are built as: `NSRS_DIFF_RELEASE` (a series, run
+/// against that release's own classes in the venv `NSRS_DIFF_VENV`), else the newest.
+fn release() -> NovaSeries {
+    static RELEASE: std::sync::OnceLock<NovaSeries> = std::sync::OnceLock::new();
+    *RELEASE.get_or_init(|| match std::env::var("NSRS_DIFF_RELEASE") {
+        Ok(name) => NovaSeries::parse(&name)
+            .unwrap_or_else(|| panic!("NSRS_DIFF_RELEASE={name} is no series known here")),
+        Err(_) => NovaSeries::NEWEST,
+    })
 }
 
 struct Target {
@@ -349,6 +365,7 @@ fn our_flags(filter: &str) -> (bool, bool) {
         "JsonFilter" => Box::new(JsonFilter::new()),
         "ImagePropertiesFilter" => Box::new(ImagePropertiesFilter {
             default_architecture: None,
+            distutils_predicate: false,
         }),
         "AggregateImagePropertiesIsolation" => {
             Box::new(AggregateImagePropertiesIsolation::new(None, ".".into()))
@@ -376,7 +393,7 @@ fn our_flags(filter: &str) -> (bool, bool) {
             restrict_isolated_hosts_to_isolated_images: true,
         }),
         "AggregateTypeAffinityFilter" => Box::new(AggregateTypeAffinityFilter),
-        "AggregateMultiTenancyIsolation" => Box::new(AggregateMultiTenancyIsolation),
+        "AggregateMultiTenancyIsolation" => Box::new(AggregateMultiTenancyIsolation::default()),
         "MetricsFilter" => Box::new(MetricsFilter::new(&[])),
         other => panic!("add {other} to our_flags"),
     };
@@ -399,7 +416,10 @@ fn fnv(name: &str) -> u64 {
 
 #[test]
 fn filters_agree_with_nova() {
-    let venv = crate::venv::find();
+    // An older release's venv (scripts/wayback.sh venv) has nova but no Placement.
+    let venv = std::env::var_os("NSRS_DIFF_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(crate::venv::find);
     let seed = std::env::var("NSRS_DIFF_SEED")
         .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
         .unwrap_or(DEFAULT_SEED);
@@ -2041,6 +2061,10 @@ fn eval_image_properties(case: &Case) -> Outcome {
             .filter_config
             .image_properties_default_architecture
             .clone(),
+        distutils_predicate: !case
+            .filter_config
+            .release
+            .has(nova_scheduler::release::Behaviour::VersionutilsPredicate),
     };
     exact(
         "ImagePropertiesFilter",

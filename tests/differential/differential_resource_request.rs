@@ -511,6 +511,7 @@ fn ours(case: &Value) -> Value {
     out["root_forbidden"] = json!(spec.request_level_params.root_forbidden);
     let opts = QueryOptions {
         max_placement_results: case["max_placement_results"].as_u64().expect("max") as u32,
+        ..QueryOptions::default()
     };
     let nodes: Vec<TargetNode> = case["target_nodes"]
         .as_array()

@@ -643,6 +643,7 @@ fn gen_config(rng: &mut StdRng) -> WeigherConfig {
         metrics_weight_multiplier: multiplier(rng, 1.0, false),
         metrics_required: chance(rng, 0.05),
         metrics_weight_of_unavailable: pick(rng, &[-10000.0, -1.0, 0.0, 5.0]),
+        ..d
     }
 }
 

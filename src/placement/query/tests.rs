@@ -89,6 +89,7 @@ fn query(c: &Case<'_>, max: u32) -> String {
             &spec(c),
             &QueryOptions {
                 max_placement_results: max,
+                ..QueryOptions::default()
             },
         )
         .expect("query"),

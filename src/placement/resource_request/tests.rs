@@ -213,3 +213,40 @@ fn conflicts_fail_with_nova_classes() {
          '('dedicated', 'shared', 'mixed')'."
     );
 }
+
+/// The traits a vTPM (CRB model) with stateless UEFI firmware requires, as `release`.
+fn vtpm_traits_as(release: crate::release::NovaSeries) -> BTreeSet<String> {
+    let mut s = spec(2, &[]);
+    s.image = Some(ImageMeta {
+        properties: json!({"hw_tpm_version": "2.0", "hw_tpm_model": "tpm-crb",
+                           "hw_firmware_type": "uefi", "hw_firmware_stateless": true})
+        .as_object()
+        .cloned()
+        .unwrap_or_default(),
+        ..ImageMeta::default()
+    });
+    let opts = QueryOptions {
+        release,
+        ..QueryOptions::default()
+    };
+    resources_from_request_spec(&mut s, &opts, true, None)
+        .expect("request")
+        .all_required_traits()
+}
+
+#[test]
+fn nova_29_requires_the_vtpm_version_only_and_no_stateless_firmware() {
+    use crate::release::NovaSeries;
+    let old = vtpm_traits_as(NovaSeries::V2024_1);
+    assert!(old.contains("COMPUTE_SECURITY_TPM_2_0"));
+    assert!(!old.contains("COMPUTE_SECURITY_TPM_CRB"));
+    assert!(!old.contains("COMPUTE_SECURITY_STATELESS_FIRMWARE"));
+    let new = vtpm_traits_as(NovaSeries::V2024_2);
+    for t in [
+        "COMPUTE_SECURITY_TPM_2_0",
+        "COMPUTE_SECURITY_TPM_CRB",
+        "COMPUTE_SECURITY_STATELESS_FIRMWARE",
+    ] {
+        assert!(new.contains(t), "{t} in {new:?}");
+    }
+}
