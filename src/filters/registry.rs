@@ -281,6 +281,12 @@ fn class_name(entry: &str) -> &str {
     entry.trim().rsplit('.').next().unwrap_or(entry)
 }
 
+/// The class names of nova's current filters, as `all_filters` loads them (the
+/// filters nova removed, in `legacy`, are not among them).
+pub fn filter_names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|(n, _)| *n).collect()
+}
+
 /// Builds the chain in `enabled_filters` order; a name listed twice runs twice, as in nova.
 pub fn build_chain(
     enabled: &[String],

@@ -2,7 +2,8 @@
 //! The decision core against its reference (`indexed_core`, `incremental_core`, on random
 //! clouds), the binary's command line (`cli`, and `config_doors`: `run` and `config
 //! check` refuse alike), what ships beside the binary (`packaging`: compose's state
-//! dir, the metrics of the alerts and the dashboard), and the weighers that need a
+//! dir, the metrics of the alerts and the dashboard), the release profiles against the
+//! facts read from each nova release's code (`release_profiles`), and the weighers that need a
 //! database or the daemon (`weigher_instance_images`, `weigher_pack_spread`). One test
 //! binary; each
 //! file below is a module, and the fixtures of `tests/common/` are compiled once, at
@@ -32,5 +33,6 @@ mod incremental_core;
 mod indexed_core;
 mod layers;
 mod packaging;
+mod release_profiles;
 mod weigher_instance_images;
 mod weigher_pack_spread;
