@@ -134,6 +134,10 @@ pub enum Behaviour {
     /// `ImagePropertiesWeigher` and its `[filter_scheduler] image_props_weight_*`
     /// options exist.
     ImagePropertiesWeigher,
+    /// The release's upper-constraints install netaddr 1.x (before: 0.10.1), whose
+    /// parsing `SimpleCIDRAffinityFilter` meets. Read from openstack/requirements'
+    /// `upper-constraints.txt` of each release, not from nova's code.
+    Netaddr1,
     /// Memory encryption requires the model's CPU trait (`HW_CPU_X86_AMD_SEV` or
     /// `_SEV_ES`) beside `MEM_ENCRYPTION_CONTEXT`.
     MemEncryptionModelTrait,
@@ -144,6 +148,9 @@ pub enum Behaviour {
     /// The `owner_nova_filter` request filter (itself gated on every nova-compute
     /// being at service version 73).
     OwnerNovaFilter,
+    /// `HostState._lock_name` is the string `'host-node'` (before: the tuple
+    /// `(host, node)`), as `ComputeCapabilitiesFilter` and `JsonFilter` can read it.
+    LockNameJoined,
 }
 
 impl Behaviour {
@@ -152,10 +159,12 @@ impl Behaviour {
         Behaviour::StatelessFirmwareAndTpmModelTraits,
         Behaviour::VersionutilsPredicate,
         Behaviour::ImagePropertiesWeigher,
+        Behaviour::Netaddr1,
         Behaviour::MemEncryptionModelTrait,
         Behaviour::VirtioSoundFilter,
         Behaviour::TpmSecretSecurityFilter,
         Behaviour::OwnerNovaFilter,
+        Behaviour::LockNameJoined,
     ];
 
     /// The first series that does it.
@@ -164,14 +173,14 @@ impl Behaviour {
             Behaviour::TenantKeyPrefix | Behaviour::StatelessFirmwareAndTpmModelTraits => {
                 NovaSeries::V2024_2
             }
-            Behaviour::VersionutilsPredicate | Behaviour::ImagePropertiesWeigher => {
-                NovaSeries::V2025_1
-            }
+            Behaviour::VersionutilsPredicate
+            | Behaviour::ImagePropertiesWeigher
+            | Behaviour::Netaddr1 => NovaSeries::V2025_1,
             Behaviour::MemEncryptionModelTrait | Behaviour::VirtioSoundFilter => {
                 NovaSeries::V2025_2
             }
             Behaviour::TpmSecretSecurityFilter => NovaSeries::V2026_1,
-            Behaviour::OwnerNovaFilter => NovaSeries::V2026_2,
+            Behaviour::OwnerNovaFilter | Behaviour::LockNameJoined => NovaSeries::V2026_2,
         }
     }
 }

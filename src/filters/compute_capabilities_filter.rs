@@ -33,7 +33,7 @@
 //! `host_passes` fails the host.
 
 use super::extra_specs_ops::matches_pystr;
-use super::host_attrs::{host_attr, host_has_attr};
+use super::host_attrs::{host_attr_as, host_has_attr, LockName};
 use super::{FilterRequest, HostFilter};
 use crate::model::{Flavor, HostState, RequestSpec};
 use crate::py;
@@ -46,7 +46,11 @@ use tracing::{debug, warn};
 /// around 1000 levels (RecursionError); this is far beyond any real `cpu_info`.
 pub const CAPABILITY_JSON_MAX_DEPTH: usize = 512;
 
-pub struct ComputeCapabilitiesFilter;
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ComputeCapabilitiesFilter {
+    /// What `HostState._lock_name` is in the release.
+    pub lock_name: LockName,
+}
 
 /// HostState attributes whose value shows the allocation candidates: the list
 /// itself, and the bound methods, whose `str()` embeds nova's `HostState.__repr__`.
@@ -61,8 +65,13 @@ const ATTRIBUTES_SHOWING_CANDIDATES: &[&str] = &[
 impl ComputeCapabilitiesFilter {
     pub const NAME: &'static str = "ComputeCapabilitiesFilter";
 
-    /// nova's `_satisfies_extra_specs`, raising where nova raises.
+    /// nova's `_satisfies_extra_specs`, raising where nova raises (nova 34's HostState).
     pub fn check(host: &HostState, flavor: &Flavor) -> Result<bool, PyError> {
+        Self::default().check_as(host, flavor)
+    }
+
+    /// nova's `_satisfies_extra_specs` on this filter's release's HostState.
+    pub fn check_as(&self, host: &HostState, flavor: &Flavor) -> Result<bool, PyError> {
         if !has_host_dependent_specs(flavor) {
             return Ok(true);
         }
@@ -77,7 +86,7 @@ impl ComputeCapabilitiesFilter {
             } else {
                 scope.remove(0);
             }
-            let Some(cap) = get_capabilities(host, &scope)? else {
+            let Some(cap) = get_capabilities_as(host, &scope, self.lock_name)? else {
                 debug!(host = %host.host, node = %host.nodename, key,
                        "ComputeCapabilitiesFilter: no capability to retrieve");
                 return Ok(false);
@@ -143,6 +152,14 @@ enum Cap {
 /// nova's `_get_capabilities(host_state, scope)`: `Ok(None)` where nova returns None.
 /// Public for tests that want realistic operands.
 pub fn get_capabilities(host: &HostState, scope: &[&str]) -> Result<Option<PyValue>, PyError> {
+    get_capabilities_as(host, scope, LockName::Joined)
+}
+
+fn get_capabilities_as(
+    host: &HostState,
+    scope: &[&str],
+    lock_name: LockName,
+) -> Result<Option<PyValue>, PyError> {
     let mut cap = Cap::Host;
     for elem in scope {
         if let Cap::Value(PyValue::Str(s)) = &cap {
@@ -161,7 +178,7 @@ pub fn get_capabilities(host: &HostState, scope: &[&str]) -> Result<Option<PyVal
             Cap::Value(PyValue::Dict(d)) if !d.user_dict => {
                 d.get(elem.as_bytes()).cloned().unwrap_or(PyValue::None)
             }
-            Cap::Host => match host_attr(host, elem) {
+            Cap::Host => match host_attr_as(host, elem, lock_name) {
                 PyValue::None => host
                     .stats
                     .get(*elem)
@@ -189,7 +206,7 @@ impl HostFilter for ComputeCapabilitiesFilter {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        match Self::check(host, &req.spec.flavor) {
+        match self.check_as(host, &req.spec.flavor) {
             Ok(passes) => {
                 if !passes {
                     debug!(host = %host.host, node = %host.nodename,
@@ -386,8 +403,24 @@ mod tests {
             index: 0,
             is_rebuild: false,
         };
-        assert!(!ComputeCapabilitiesFilter.host_passes(&h, &req));
-        assert!(ComputeCapabilitiesFilter.once_per_request());
-        assert!(!ComputeCapabilitiesFilter.run_on_rebuild());
+        assert!(!ComputeCapabilitiesFilter::default().host_passes(&h, &req));
+        assert!(ComputeCapabilitiesFilter::default().once_per_request());
+        assert!(!ComputeCapabilitiesFilter::default().run_on_rebuild());
+    }
+
+    /// `_lock_name` is the tuple `(host, node)` up to nova 33: `str()` of it is what
+    /// the extra spec meets.
+    #[test]
+    fn lock_name_by_release() {
+        let h = stats(&[]);
+        let joined = ComputeCapabilitiesFilter::default();
+        let tuple = ComputeCapabilitiesFilter {
+            lock_name: LockName::Tuple,
+        };
+        let spec = |req| flavor(&[("_lock_name", req)]);
+        assert_eq!(joined.check_as(&h, &spec("<in> host1-node1")), Ok(true));
+        assert_eq!(tuple.check_as(&h, &spec("<in> host1-node1")), Ok(false));
+        assert_eq!(tuple.check_as(&h, &spec("<in> 'host1', 'node1'")), Ok(true));
+        assert_eq!(tuple.check_as(&h, &spec("('host1', 'node1')")), Ok(true));
     }
 }

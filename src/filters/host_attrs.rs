@@ -8,6 +8,7 @@ use crate::model::HostState;
 use crate::py::int::PyInt;
 use crate::py::str::PyStr;
 use crate::py::value::{PyDict, PyObject, PyValue};
+use crate::release::{Behaviour, NovaSeries};
 use chrono::{DateTime, Utc};
 
 /// Every name `dir()` lists on a nova 34 `HostState` that has been updated from a
@@ -181,8 +182,43 @@ fn str_dict<'a>(
 /// (NUMA topology, PCI stats, metrics, aggregates, instances, methods) come back as
 /// opaque [`PyObject`]s compared by identity.
 pub fn host_attr(h: &HostState, name: &str) -> PyValue {
+    host_attr_as(h, name, LockName::Joined)
+}
+
+/// What `HostState._lock_name` is: the tuple `(host, node)` up to nova 33, the string
+/// `'host-node'` from nova 34.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LockName {
+    #[default]
+    Joined,
+    Tuple,
+}
+
+impl LockName {
+    pub fn of(release: NovaSeries) -> LockName {
+        if release.has(Behaviour::LockNameJoined) {
+            LockName::Joined
+        } else {
+            LockName::Tuple
+        }
+    }
+}
+
+/// [`host_attr`] on the `HostState` of a release whose `_lock_name` is `lock_name`.
+pub fn host_attr_as(h: &HostState, name: &str, lock_name: LockName) -> PyValue {
     let int = PyValue::int;
     match name {
+        "_lock_name" if lock_name == LockName::Tuple => PyValue::Object(Box::new(PyObject {
+            id: format!("_lock_name of {}/{}", h.host, h.nodename),
+            type_name: "tuple",
+            truthy: true,
+            str_value: Some(format!(
+                "({}, {})",
+                crate::py::str::repr(&h.host),
+                crate::py::str::repr(&h.nodename)
+            )),
+            attrs: Vec::new(),
+        })),
         "host" => PyValue::str(&h.host),
         "nodename" => PyValue::str(&h.nodename),
         "uuid" => opt_str(&h.uuid),

@@ -38,7 +38,7 @@
 //! Everything else is linear in the query size; nothing panics or recurses unbounded.
 //!
 //! `$variables` resolve against nova's HostState attribute names
-//! ([`host_attr`]): `$free_ram_mb`, `$free_disk_mb`, `$vcpus_total`,
+//! ([`host_attr`](super::host_attrs::host_attr)): `$free_ram_mb`, `$free_disk_mb`, `$vcpus_total`,
 //! `$hypervisor_version`, `$stats.<key>` (string values!), `$service.disabled`,
 //! `$host_ip` (a `netaddr.IPAddress`, equal to no string), ... Objects nova keeps
 //! (NUMA topology, PCI stats, metrics, aggregates, instances, methods) compare by
@@ -46,7 +46,7 @@
 //! and `__dict__` would answer it). `$service` lacks the keys our host state does not
 //! carry (`uuid`, `report_count`, `availability_zone`): they resolve to None.
 
-use super::host_attrs::host_attr;
+use super::host_attrs::{host_attr_as, LockName};
 use super::{FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
 use crate::py;
@@ -67,6 +67,8 @@ type Parsed = Arc<Result<PyValue, PyError>>;
 pub struct JsonFilter {
     /// The last query decoded: a request asks the same question of every host.
     last: Mutex<Option<(String, Parsed)>>,
+    /// What `HostState._lock_name` is in the release.
+    pub lock_name: LockName,
 }
 
 impl JsonFilter {
@@ -76,11 +78,29 @@ impl JsonFilter {
         Self::default()
     }
 
-    /// nova's `host_passes`, raising where nova raises.
+    /// The filter of a release whose `HostState._lock_name` is `lock_name`.
+    pub fn with_lock_name(lock_name: LockName) -> Self {
+        JsonFilter {
+            lock_name,
+            ..Self::default()
+        }
+    }
+
+    /// nova's `host_passes`, raising where nova raises (nova 34's HostState).
     pub fn check(host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
+        Self::check_as(host, spec, LockName::Joined)
+    }
+
+    /// nova's `host_passes` on the HostState of a release whose `_lock_name` is
+    /// `lock_name`.
+    pub fn check_as(
+        host: &HostState,
+        spec: &RequestSpec,
+        lock_name: LockName,
+    ) -> Result<bool, PyError> {
         match query_text(spec)? {
             None => Ok(true),
-            Some(text) => evaluate(&decode(text)?, host),
+            Some(text) => evaluate(&decode(text)?, host, lock_name),
         }
     }
 
@@ -126,8 +146,8 @@ fn decode(text: &str) -> Result<PyValue, PyError> {
 }
 
 /// The decoded query against one host: `_process_filter`, then any() of a list.
-fn evaluate(query: &PyValue, host: &HostState) -> Result<bool, PyError> {
-    Ok(match process(query, host)? {
+fn evaluate(query: &PyValue, host: &HostState, lock_name: LockName) -> Result<bool, PyError> {
+    Ok(match process(query, host, lock_name)? {
         PyValue::List(items) => items.iter().any(PyValue::truthy),
         other => other.truthy(),
     })
@@ -170,7 +190,7 @@ fn command(cmd: &PyValue) -> Result<Command, PyError> {
 }
 
 /// nova's `_process_filter(query, host_state)`.
-fn process(query: &PyValue, host: &HostState) -> Result<PyValue, PyError> {
+fn process(query: &PyValue, host: &HostState, lock_name: LockName) -> Result<PyValue, PyError> {
     if !query.truthy() {
         return Ok(PyValue::Bool(true));
     }
@@ -201,8 +221,8 @@ fn process(query: &PyValue, host: &HostState) -> Result<PyValue, PyError> {
     let mut cooked = Vec::with_capacity(args.len());
     for arg in args {
         let v = match arg {
-            PyValue::List(_) => process(arg, host)?,
-            PyValue::Str(s) => parse_string(s, host)?,
+            PyValue::List(_) => process(arg, host, lock_name)?,
+            PyValue::Str(s) => parse_string(s, host, lock_name)?,
             other => other.clone(),
         };
         if !v.is_none() {
@@ -213,7 +233,7 @@ fn process(query: &PyValue, host: &HostState) -> Result<PyValue, PyError> {
 }
 
 /// nova's `_parse_string`: `$a.b.c` → `getattr(host, 'a').get('b').get('c')`.
-fn parse_string(s: &PyStr, host: &HostState) -> Result<PyValue, PyError> {
+fn parse_string(s: &PyStr, host: &HostState, lock_name: LockName) -> Result<PyValue, PyError> {
     if s.is_empty() {
         return Ok(PyValue::None);
     }
@@ -224,7 +244,7 @@ fn parse_string(s: &PyStr, host: &HostState) -> Result<PyValue, PyError> {
     let mut path = bytes[1..].split(|&b| b == b'.');
     let first = path.next().unwrap_or_default();
     let mut obj = match std::str::from_utf8(first) {
-        Ok(name) => host_attr(host, name),
+        Ok(name) => host_attr_as(host, name, lock_name),
         Err(_) => PyValue::None,
     };
     if obj.is_none() {
@@ -282,7 +302,7 @@ impl HostFilter for JsonFilter {
         let result = match query_text(req.spec) {
             Ok(None) => return true,
             Ok(Some(text)) => match self.decoded(text).as_ref() {
-                Ok(query) => evaluate(query, host),
+                Ok(query) => evaluate(query, host, self.lock_name),
                 Err(e) => Err(e.clone()),
             },
             Err(e) => Err(e),

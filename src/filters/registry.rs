@@ -13,6 +13,7 @@ use super::all_hosts_filter::AllHostsFilter;
 use super::compute_capabilities_filter::ComputeCapabilitiesFilter;
 use super::compute_filter::ComputeFilter;
 use super::different_host_filter::DifferentHostFilter;
+use super::host_attrs::LockName;
 use super::image_properties_filter::ImagePropertiesFilter;
 use super::io_ops_filter::IoOpsFilter;
 use super::isolated_hosts_filter::IsolatedHostsFilter;
@@ -35,7 +36,7 @@ use super::pci_passthrough_filter::PciPassthroughFilter;
 use super::same_host_filter::SameHostFilter;
 use super::server_group_affinity_filter::ServerGroupAffinityFilter;
 use super::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
-use super::simple_cidr_affinity_filter::SimpleCIDRAffinityFilter;
+use super::simple_cidr_affinity_filter::{Netaddr, SimpleCIDRAffinityFilter};
 use super::{FilterChain, HostFilter};
 use crate::release::{Behaviour, NovaSeries};
 
@@ -134,8 +135,10 @@ const REGISTRY: &[(&str, Factory)] = &[
         Box::new(AggregateTypeAffinityFilter)
     }),
     (AllHostsFilter::NAME, |_| Box::new(AllHostsFilter)),
-    (ComputeCapabilitiesFilter::NAME, |_| {
-        Box::new(ComputeCapabilitiesFilter)
+    (ComputeCapabilitiesFilter::NAME, |c| {
+        Box::new(ComputeCapabilitiesFilter {
+            lock_name: LockName::of(c.release),
+        })
     }),
     (ComputeFilter::NAME, |c| {
         Box::new(ComputeFilter {
@@ -163,7 +166,9 @@ const REGISTRY: &[(&str, Factory)] = &[
                 .restrict_isolated_hosts_to_isolated_images,
         })
     }),
-    (JsonFilter::NAME, |_| Box::new(JsonFilter::new())),
+    (JsonFilter::NAME, |c| {
+        Box::new(JsonFilter::with_lock_name(LockName::of(c.release)))
+    }),
     (MetricsFilter::NAME, |c| {
         Box::new(MetricsFilter::new(&c.metrics_weight_setting))
     }),
@@ -187,8 +192,14 @@ const REGISTRY: &[(&str, Factory)] = &[
     (ServerGroupAntiAffinityFilter::NAME, |_| {
         Box::new(ServerGroupAntiAffinityFilter)
     }),
-    (SimpleCIDRAffinityFilter::NAME, |_| {
-        Box::new(SimpleCIDRAffinityFilter)
+    (SimpleCIDRAffinityFilter::NAME, |c| {
+        Box::new(SimpleCIDRAffinityFilter {
+            netaddr: if c.release.has(Behaviour::Netaddr1) {
+                Netaddr::V1
+            } else {
+                Netaddr::V0_10
+            },
+        })
     }),
 ];
 

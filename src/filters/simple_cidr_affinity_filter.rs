@@ -18,7 +18,22 @@ use tracing::{debug, warn};
 /// in netaddr either except with absurd whitespace padding of the prefix.
 pub const MAX_NETWORK_LEN: usize = 256;
 
-pub struct SimpleCIDRAffinityFilter;
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimpleCIDRAffinityFilter {
+    pub netaddr: Netaddr,
+}
+
+/// The netaddr a release's upper-constraints install, whose parsing the filter meets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Netaddr {
+    /// netaddr 1.3 (nova 31 on).
+    #[default]
+    V1,
+    /// netaddr 0.10.1 (nova 29 and 30): every parse failure is an `AddrFormatError`
+    /// (a NUL character and `IPAddress(None)` too), and an IPv4 network address that
+    /// is not four octets is tried again expanded (`10/8` is `10.0.0.0/8`).
+    V0_10,
+}
 
 impl SimpleCIDRAffinityFilter {
     pub const NAME: &'static str = "SimpleCIDRAffinityFilter";
@@ -26,7 +41,7 @@ impl SimpleCIDRAffinityFilter {
     /// nova's `host_passes`; `Err` where nova raises. netaddr's own `AddrFormatError`
     /// (not a `ValueError` subclass) is reported as a `ValueError` whose message starts
     /// with [`ADDR_FORMAT_ERROR`].
-    pub fn check(host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
+    pub fn check(&self, host: &HostState, spec: &RequestSpec) -> Result<bool, PyError> {
         // get_scheduler_hint: a one-element list is unwrapped to its string; other
         // lists stay lists (and then `str.join` raises TypeError).
         let ip = match spec.hint("build_near_host_ip") {
@@ -47,19 +62,22 @@ impl SimpleCIDRAffinityFilter {
         }
         let network = format!("{ip}{cidr}");
         // netaddr's AddrFormatError, or the ValueError it lets through.
-        let net = Network::parse(&network).map_err(|e| match e {
+        let net = Network::parse(&network, self.netaddr).map_err(|e| match e {
             NetErr::AddrFormat => {
                 PyError::value_error(format!("{ADDR_FORMAT_ERROR}: invalid IPNetwork {network}"))
             }
             NetErr::Value => PyError::value_error(format!("invalid IPNetwork {network}")),
         })?;
-        let host_ip = host.host_ip.as_deref().ok_or_else(|| {
-            PyError::new(
+        let host_ip = host.host_ip.as_deref().ok_or_else(|| match self.netaddr {
+            Netaddr::V1 => PyError::new(
                 PyExc::TypeError,
                 "argument of type 'NoneType' is not iterable",
-            )
+            ),
+            Netaddr::V0_10 => PyError::value_error(format!(
+                "{ADDR_FORMAT_ERROR}: failed to detect a valid IP address from None"
+            )),
         })?;
-        let addr = parse_address(host_ip).ok_or_else(|| {
+        let addr = parse_address(host_ip, self.netaddr).ok_or_else(|| {
             PyError::value_error(format!(
                 "{ADDR_FORMAT_ERROR}: failed to detect a valid IP address from {host_ip:?}"
             ))
@@ -76,7 +94,7 @@ impl HostFilter for SimpleCIDRAffinityFilter {
     }
 
     fn host_passes(&self, host: &HostState, req: &FilterRequest<'_>) -> bool {
-        Self::check(host, req.spec).unwrap_or_else(|e| {
+        self.check(host, req.spec).unwrap_or_else(|e| {
             // nova raises (netaddr AddrFormatError / TypeError) and the request fails.
             warn!(host = %host.host, error = %e, "SimpleCIDRAffinityFilter: bad hint or host_ip; host fails");
             false
@@ -127,15 +145,20 @@ impl Family {
         }
     }
     /// netaddr's `str_to_int` for the family (INET_PTON for IPv4); Python's
-    /// `socket.inet_pton` raises ValueError on a NUL character.
-    fn str_to_int(self, s: &str) -> Result<u128, NetErr> {
+    /// `socket.inet_pton` raises ValueError on a NUL character, which netaddr 0.10
+    /// turns into an AddrFormatError.
+    fn str_to_int(self, s: &str, netaddr: Netaddr) -> Result<u128, NetErr> {
+        let nul = match netaddr {
+            Netaddr::V1 => NetErr::Value,
+            Netaddr::V0_10 => NetErr::AddrFormat,
+        };
         match self {
             Family::V4 => {
                 if s.contains(':') || s.split('.').any(|p| p.len() > 1 && p.starts_with('0')) {
                     return Err(NetErr::AddrFormat);
                 }
                 if s.contains('\0') {
-                    return Err(NetErr::Value);
+                    return Err(nul);
                 }
                 inet_pton4(s.as_bytes())
                     .map(u128::from)
@@ -143,7 +166,7 @@ impl Family {
             }
             Family::V6 => {
                 if s.contains('\0') {
-                    return Err(NetErr::Value);
+                    return Err(nul);
                 }
                 inet_pton6(s.as_bytes()).ok_or(NetErr::AddrFormat)
             }
@@ -151,11 +174,11 @@ impl Family {
     }
 
     /// `IPAddress(s, version, flags=INET_PTON)`: a `/` is a ValueError.
-    fn ip_address(self, s: &str) -> Result<u128, NetErr> {
+    fn ip_address(self, s: &str, netaddr: Netaddr) -> Result<u128, NetErr> {
         if s.contains('/') {
             return Err(NetErr::Value);
         }
-        self.str_to_int(s)
+        self.str_to_int(s, netaddr)
     }
 }
 
@@ -168,27 +191,34 @@ struct Network {
 
 impl Network {
     /// netaddr `IPNetwork(addr)`: IPv4; on AddrFormatError IPv6; else AddrFormatError.
-    fn parse(s: &str) -> Result<Network, NetErr> {
-        match Self::parse_family(Family::V4, s) {
-            Err(NetErr::AddrFormat) => Self::parse_family(Family::V6, s),
+    fn parse(s: &str, netaddr: Netaddr) -> Result<Network, NetErr> {
+        match Self::parse_family(Family::V4, s, netaddr) {
+            Err(NetErr::AddrFormat) => Self::parse_family(Family::V6, s, netaddr),
             other => other,
         }
     }
 
     /// netaddr `parse_ip_network(module, addr)` for a string.
-    fn parse_family(family: Family, s: &str) -> Result<Network, NetErr> {
+    fn parse_family(family: Family, s: &str, netaddr: Netaddr) -> Result<Network, NetErr> {
         let (val1, val2) = match s.split_once('/') {
             Some((a, b)) => (a, Some(b)),
             None => (s, None),
         };
-        let value = family.ip_address(val1)?;
+        let value = match family.ip_address(val1, netaddr) {
+            // netaddr 0.10: "Try a partial IPv4 network address..."
+            Err(NetErr::AddrFormat) if family == Family::V4 && netaddr == Netaddr::V0_10 => {
+                let expanded = expand_partial_address(val1).ok_or(NetErr::AddrFormat)?;
+                family.ip_address(&expanded, netaddr)?
+            }
+            other => other?,
+        };
         let prefixlen: i64 = match val2 {
             None => family.width() as i64,
             Some(v) => match py::int::int_saturating(v) {
                 Ok(n) => n,
                 // Not an integer: a netmask or hostmask address.
                 Err(_) => {
-                    let mask = family.ip_address(v)?;
+                    let mask = family.ip_address(v, netaddr)?;
                     if is_netmask(family, mask) {
                         // netaddr's netmask_to_prefix: the number of leading ones.
                         mask.count_ones() as i64
@@ -232,10 +262,28 @@ fn is_hostmask(mask: u128) -> bool {
 }
 
 /// netaddr `IPAddress(str)` with the version detected: IPv4 then IPv6.
-fn parse_address(s: &str) -> Option<(Family, u128)> {
+fn parse_address(s: &str, netaddr: Netaddr) -> Option<(Family, u128)> {
     [Family::V4, Family::V6]
         .into_iter()
-        .find_map(|f| f.ip_address(s).ok().map(|v| (f, v)))
+        .find_map(|f| f.ip_address(s, netaddr).ok().map(|v| (f, v)))
+}
+
+/// netaddr 0.10's `ipv4.expand_partial_address`: one to four dot-separated Python
+/// `int()`s, printed back and padded with `.0` to four; `None` where it raises.
+fn expand_partial_address(addr: &str) -> Option<String> {
+    if addr.contains(':') {
+        return None;
+    }
+    let tokens: Vec<String> = addr
+        .split('.')
+        .map(|o| py::int::int_saturating(o).ok().map(|n| n.to_string()))
+        .collect::<Option<_>>()?;
+    if !(1..=4).contains(&tokens.len()) {
+        return None;
+    }
+    let mut octets = tokens;
+    octets.resize(4, "0".to_string());
+    Some(octets.join("."))
 }
 
 /// glibc `inet_pton4`: four decimal octets ≤ 255, no leading zeros, nothing else.
@@ -375,6 +423,14 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn evaluate(hints: &[(&str, &[&str])], host_ip: Option<&str>) -> Result<bool, PyError> {
+        evaluate_with(Netaddr::V1, hints, host_ip)
+    }
+
+    fn evaluate_with(
+        netaddr: Netaddr,
+        hints: &[(&str, &[&str])],
+        host_ip: Option<&str>,
+    ) -> Result<bool, PyError> {
         let spec = RequestSpec {
             scheduler_hints: Some(
                 hints
@@ -395,7 +451,32 @@ mod tests {
             host_ip: host_ip.map(std::sync::Arc::from),
             ..Default::default()
         };
-        SimpleCIDRAffinityFilter::check(&host, req.spec)
+        SimpleCIDRAffinityFilter { netaddr }.check(&host, req.spec)
+    }
+
+    /// netaddr 0.10 (nova 29, 30): partial IPv4 network addresses are expanded, and
+    /// every failure is an AddrFormatError.
+    #[test]
+    fn netaddr_0_10_expands_partial_networks() {
+        let old = |hints: &[(&str, &[&str])], ip| evaluate_with(Netaddr::V0_10, hints, ip);
+        fn near<'a>(ip: &'a [&'a str], cidr: &'a [&'a str]) -> [(&'a str, &'a [&'a str]); 2] {
+            [("build_near_host_ip", ip), ("cidr", cidr)]
+        }
+        assert_eq!(old(&near(&["10"], &["/8"]), Some("10.1.2.3")), Ok(true));
+        assert_eq!(old(&near(&["010.1"], &["/16"]), Some("10.1.2.3")), Ok(true));
+        assert_eq!(old(&near(&["10.2"], &["/16"]), Some("10.1.2.3")), Ok(false));
+        assert!(evaluate(&near(&["10"], &["/8"]), Some("10.1.2.3")).is_err());
+        let none = old(&near(&["10.0.0.1"], &["/24"]), None).expect_err("raises");
+        assert!(none.message.starts_with(ADDR_FORMAT_ERROR), "{none:?}");
+        assert_eq!(
+            evaluate(&near(&["10.0.0.1"], &["/24"]), None)
+                .unwrap_err()
+                .kind,
+            PyExc::TypeError
+        );
+        let nul = old(&near(&["10.0.0.1\0"], &["/24"]), Some("10.0.0.1")).expect_err("raises");
+        assert!(nul.message.starts_with(ADDR_FORMAT_ERROR), "{nul:?}");
+        assert!(old(&near(&["10.0.0.256"], &["/24"]), Some("10.0.0.1")).is_err());
     }
 
     /// nova's test_affinity_filters (SimpleCIDR part).
@@ -414,8 +495,8 @@ mod tests {
         assert_eq!(evaluate(&[], ip), Ok(true));
         // cidr defaults to /24.
         assert_eq!(evaluate(&[("build_near_host_ip", near)], ip), Ok(true));
-        assert!(SimpleCIDRAffinityFilter.once_per_request());
-        assert!(!SimpleCIDRAffinityFilter.run_on_rebuild());
+        assert!(SimpleCIDRAffinityFilter::default().once_per_request());
+        assert!(!SimpleCIDRAffinityFilter::default().run_on_rebuild());
     }
 
     #[test]

@@ -56,6 +56,7 @@ use nova_scheduler::filters::compute_capabilities_filter::{
     get_capabilities, ComputeCapabilitiesFilter,
 };
 use nova_scheduler::filters::different_host_filter::DifferentHostFilter;
+use nova_scheduler::filters::host_attrs::LockName;
 use nova_scheduler::filters::image_properties_filter::ImagePropertiesFilter;
 use nova_scheduler::filters::io_ops_filter::IoOpsFilter;
 use nova_scheduler::filters::isolated_hosts_filter::IsolatedHostsFilter;
@@ -66,7 +67,7 @@ use nova_scheduler::filters::same_host_filter::SameHostFilter;
 use nova_scheduler::filters::server_group_affinity_filter::ServerGroupAffinityFilter;
 use nova_scheduler::filters::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
 use nova_scheduler::filters::simple_cidr_affinity_filter::{
-    SimpleCIDRAffinityFilter, ADDR_FORMAT_ERROR,
+    Netaddr, SimpleCIDRAffinityFilter, ADDR_FORMAT_ERROR,
 };
 use nova_scheduler::filters::{build_chain, FilterConfig, FilterRequest, HostFilter};
 use nova_scheduler::model::{
@@ -74,7 +75,7 @@ use nova_scheduler::model::{
 };
 use nova_scheduler::py::value::py_str;
 use nova_scheduler::py::PyError;
-use nova_scheduler::release::NovaSeries;
+use nova_scheduler::release::{Behaviour, NovaSeries};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
@@ -360,7 +361,7 @@ fn via_registry(filter: &str, case: &Case) -> Outcome {
 /// Our class attributes, from the registered filter: `(once_per_request, run_on_rebuild)`.
 fn our_flags(filter: &str) -> (bool, bool) {
     let f: Box<dyn HostFilter> = match filter {
-        "ComputeCapabilitiesFilter" => Box::new(ComputeCapabilitiesFilter),
+        "ComputeCapabilitiesFilter" => Box::new(ComputeCapabilitiesFilter::default()),
         "AggregateInstanceExtraSpecsFilter" => Box::new(AggregateInstanceExtraSpecsFilter),
         "JsonFilter" => Box::new(JsonFilter::new()),
         "ImagePropertiesFilter" => Box::new(ImagePropertiesFilter {
@@ -374,7 +375,7 @@ fn our_flags(filter: &str) -> (bool, bool) {
         "ServerGroupAffinityFilter" => Box::new(ServerGroupAffinityFilter),
         "SameHostFilter" => Box::new(SameHostFilter),
         "DifferentHostFilter" => Box::new(DifferentHostFilter),
-        "SimpleCIDRAffinityFilter" => Box::new(SimpleCIDRAffinityFilter),
+        "SimpleCIDRAffinityFilter" => Box::new(SimpleCIDRAffinityFilter::default()),
         "NumInstancesFilter" => Box::new(NumInstancesFilter {
             max_instances_per_host: 50,
         }),
@@ -1502,10 +1503,10 @@ fn capability_text(host: &HostState, scope: &[&str]) -> Option<String> {
 }
 
 fn eval_compute_capabilities(case: &Case) -> Outcome {
-    let out = Outcome::from_check(ComputeCapabilitiesFilter::check(
-        &case.host,
-        &case.spec.flavor,
-    ));
+    let filter = ComputeCapabilitiesFilter {
+        lock_name: LockName::of(release()),
+    };
+    let out = Outcome::from_check(filter.check_as(&case.host, &case.spec.flavor));
     assert_eq!(
         via_registry("ComputeCapabilitiesFilter", case).host_level(),
         out.host_level(),
@@ -1897,7 +1898,11 @@ thread_local! {
 }
 
 fn eval_json(case: &Case) -> Outcome {
-    let out = Outcome::from_check(JsonFilter::check(&case.host, &case.spec));
+    let out = Outcome::from_check(JsonFilter::check_as(
+        &case.host,
+        &case.spec,
+        LockName::of(release()),
+    ));
     let req = FilterRequest {
         spec: &case.spec,
         now: Utc::now(),
@@ -2006,7 +2011,27 @@ fn gen_image_properties(rng: &mut StdRng) -> Case {
         );
         props.insert("hw_vm_mode".into(), json!(mode));
     }
-    if chance(rng, 0.5) {
+    // nova 29 and 30's field takes only distutils predicates: an image with another
+    // never reaches their scheduler.
+    let distutils = !release().has(Behaviour::VersionutilsPredicate);
+    if distutils && chance(rng, 0.5) {
+        let pred = pick(
+            rng,
+            &[
+                ">=6.0",
+                ">= 6.0, < 6.2",
+                "== 6.0.0",
+                "!=6.1",
+                "< 2.12.1",
+                " >= 8.2 ",
+                ">2.12a1",
+                "<= 5.0, >= 4.0",
+                ">= 6.1b2",
+                "== 06.000",
+            ],
+        );
+        props.insert("img_hv_requested_version".into(), json!(pred));
+    } else if !distutils && chance(rng, 0.5) {
         let pred = pick(
             rng,
             &[
@@ -2064,7 +2089,7 @@ fn eval_image_properties(case: &Case) -> Outcome {
         distutils_predicate: !case
             .filter_config
             .release
-            .has(nova_scheduler::release::Behaviour::VersionutilsPredicate),
+            .has(Behaviour::VersionutilsPredicate),
     };
     exact(
         "ImagePropertiesFilter",
@@ -2428,7 +2453,12 @@ fn gen_simple_cidr(rng: &mut StdRng) -> Case {
 }
 
 fn eval_simple_cidr(case: &Case) -> Outcome {
-    let check = SimpleCIDRAffinityFilter::check(&case.host, &case.spec);
+    let netaddr = if release().has(Behaviour::Netaddr1) {
+        Netaddr::V1
+    } else {
+        Netaddr::V0_10
+    };
+    let check = SimpleCIDRAffinityFilter { netaddr }.check(&case.host, &case.spec);
     let out = match &check {
         // netaddr's AddrFormatError is not a ValueError: the oracle names it "Other".
         Err(e) if e.message.starts_with(ADDR_FORMAT_ERROR) => {

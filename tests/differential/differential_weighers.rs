@@ -21,7 +21,10 @@
 //! ```sh
 //! cargo test --release --test differential differential_weighers
 //! NSRS_DIFF_SEED=7 NSRS_DIFF_CASES=200000 cargo test --release --test differential differential_weighers -- --nocapture
+//! NSRS_DIFF_VENV=$(scripts/wayback.sh venv 2024.1) NSRS_DIFF_RELEASE=2024.1 cargo test --release --test differential differential_weighers   # an older release's own classes
 //! ```
+//! With `NSRS_DIFF_RELEASE`, our pipeline is built as that release and the cases use
+//! only its weighers and options.
 //!
 //! Not generated (known limits): NaN or infinite weights (aggregate `inf`/`nan`
 //! multipliers, `inf` ratios), whose order Python's sort and ours settle
@@ -30,7 +33,8 @@
 use nova_scheduler::model::{
     Aggregate, Destination, HostState, ImageMeta, InstanceGroup, RequestSpec,
 };
-use nova_scheduler::weighers::registry::ALL_WEIGHERS;
+use nova_scheduler::release::{Behaviour, NovaSeries};
+use nova_scheduler::weighers::registry::{in_release, ALL_WEIGHERS};
 use nova_scheduler::weighers::{build_pipeline, WeighedHost, WeigherConfig};
 use rand::rngs::StdRng;
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -127,7 +131,10 @@ fn agree(nova: &Answer, ours: &Answer) -> bool {
 
 #[test]
 fn weighers_agree_with_nova() {
-    let venv = crate::venv::find();
+    // An older release's venv (scripts/wayback.sh venv) has nova but no Placement.
+    let venv = std::env::var_os("NSRS_DIFF_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(crate::venv::find);
     let seed = std::env::var("NSRS_DIFF_SEED")
         .map(|s| s.parse::<u64>().expect("NSRS_DIFF_SEED must be a u64"))
         .unwrap_or(DEFAULT_SEED);
@@ -239,6 +246,17 @@ fn weighers_agree_with_nova() {
 // Serialization for the oracle
 // ---------------------------------------------------------------------------------
 
+/// The nova release our pipeline is built as: `NSRS_DIFF_RELEASE` (a series, run
+/// against that release's own classes in the venv `NSRS_DIFF_VENV`), else the newest.
+fn release() -> NovaSeries {
+    static RELEASE: std::sync::OnceLock<NovaSeries> = std::sync::OnceLock::new();
+    *RELEASE.get_or_init(|| match std::env::var("NSRS_DIFF_RELEASE") {
+        Ok(name) => NovaSeries::parse(&name)
+            .unwrap_or_else(|| panic!("NSRS_DIFF_RELEASE={name} is no series known here")),
+        Err(_) => NovaSeries::NEWEST,
+    })
+}
+
 fn case_json(case: &Case) -> Value {
     let c = &case.config;
     let mut sysmeta = Map::new();
@@ -252,7 +270,7 @@ fn case_json(case: &Case) -> Value {
             }
         }
     }
-    json!({
+    let mut case = json!({
         "weighers": case.weighers,
         "hosts": case.hosts.iter().map(host_json).collect::<Vec<_>>(),
         "spec": spec_json(&case.spec),
@@ -280,7 +298,16 @@ fn case_json(case: &Case) -> Value {
                 "weight_of_unavailable": c.metrics_weight_of_unavailable,
             },
         },
-    })
+    });
+    if !release().has(Behaviour::ImagePropertiesWeigher) {
+        // Not options of that release: its oslo.config refuses to override them.
+        let fs = case["config"]["filter_scheduler"]
+            .as_object_mut()
+            .expect("group");
+        fs.remove("image_props_weight_multiplier");
+        fs.remove("image_props_weight_setting");
+    }
+    case
 }
 
 fn host_json(h: &HostState) -> Value {
@@ -596,7 +623,10 @@ fn gen_setting(rng: &mut StdRng, names: &[&str]) -> Vec<String> {
 }
 
 fn gen_config(rng: &mut StdRng) -> WeigherConfig {
-    let d = WeigherConfig::default();
+    let d = WeigherConfig {
+        release: release(),
+        ..WeigherConfig::default()
+    };
     WeigherConfig {
         ram_weight_multiplier: multiplier(rng, d.ram_weight_multiplier, false),
         cpu_weight_multiplier: multiplier(rng, d.cpu_weight_multiplier, false),
@@ -714,11 +744,11 @@ fn generate(rng: &mut StdRng) -> Case {
             .collect();
         h.instance_system_metadata = Some(Arc::new(mine));
     }
+    let known = ALL_WEIGHERS.iter().filter(|w| in_release(w, release()));
     let weighers: Vec<String> = if chance(rng, 0.6) {
-        ALL_WEIGHERS.iter().map(|s| s.to_string()).collect()
+        known.map(|s| s.to_string()).collect()
     } else {
-        let mut w: Vec<String> = ALL_WEIGHERS
-            .iter()
+        let mut w: Vec<String> = known
             .filter(|_| chance(rng, 0.4))
             .map(|s| s.to_string())
             .collect();

@@ -52,7 +52,10 @@ from nova import exception  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.pci import stats as pci_stats  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
-from nova.scheduler.weights import image_props  # noqa: E402
+try:
+    from nova.scheduler.weights import image_props  # noqa: E402
+except ImportError:  # nova 29 and 30 have no ImagePropertiesWeigher
+    image_props = None
 
 CLASSES = {cls.__name__: cls for cls in nova_weights.all_weighers()}
 HANDLER = nova_weights.HostWeightHandler()
@@ -83,8 +86,9 @@ def _load_attr(self, attrname):
     raise exception.InstanceNotFound(instance_id=self.uuid)
 
 
-image_props.objects.CellMapping.get_by_uuid = _get_cell_by_uuid
-image_props.nova_context.target_cell = _target_cell
+if image_props is not None:
+    image_props.objects.CellMapping.get_by_uuid = _get_cell_by_uuid
+    image_props.nova_context.target_cell = _target_cell
 objects.InstanceList.fill_metadata = _fill_metadata
 objects.Instance.obj_load_attr = _load_attr
 
