@@ -479,11 +479,17 @@ pub async fn connect(config: &Config, prepared: &Prepared) -> Vec<Probe> {
             outcome: target.probe().await.map_err(|e| e.cause),
         });
     }
+    // Every database's service rows, for the release `run` would schedule as.
+    let mut version_sources = vec![(
+        "main database".to_string(),
+        prepared.state.main_database_url.clone(),
+    )];
     match crate::state::cell_databases(&prepared.state).await {
         Ok(cells) => {
             for (name, url) in cells {
                 let outcome = match url {
                     Ok(sqlx_url) => {
+                        version_sources.push((format!("cell {name}"), sqlx_url.clone()));
                         let target = DbTarget::from_sqlx(&format!("of cell {name}"), sqlx_url);
                         target.probe().await.map_err(|e| e.cause)
                     }
@@ -533,7 +539,49 @@ pub async fn connect(config: &Config, prepared: &Prepared) -> Vec<Probe> {
         what: "Placement".into(),
         outcome: placement,
     });
+    probes.push(release_probe(config, &version_sources).await);
     probes
+}
+
+/// The release `run` would schedule as (`nova_release`, or for `auto` the service rows
+/// of `databases`), and whether the pipeline and request filters build as it: an
+/// `auto` cloud of an older release can refuse what the newest accepts.
+async fn release_probe(config: &Config, databases: &[(String, String)]) -> Probe {
+    let mut readings = Vec::new();
+    for (name, url) in databases {
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect(url)
+            .await;
+        if let Ok(pool) = pool {
+            if let Ok(read) = crate::state::service_row::read_versions(name.clone(), &pool).await {
+                readings.push(read);
+            }
+            pool.close().await;
+        }
+    }
+    let resolved = match super::resolve_release(config, &readings) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            return Probe {
+                what: "nova release".into(),
+                outcome: Err(e.to_string()),
+            }
+        }
+    };
+    let series = resolved.series;
+    let outcome = super::build_scheduler_as(config, series)
+        .and_then(|_| super::prefilter_options_as(config, series))
+        .map(|_| ())
+        .map_err(|e| match e {
+            AppError::Config(message) => message,
+            other => other.to_string(),
+        });
+    Probe {
+        what: format!("nova release: {resolved}"),
+        outcome,
+    }
 }
 
 #[cfg(test)]

@@ -563,4 +563,29 @@ mod tests {
         assert!(!filter.once_per_request());
         assert!(!filter.run_on_rebuild());
     }
+
+    /// nova 29 to 33: `_lock_name` is a tuple, ordered against itself and a
+    /// `TypeError` against a string; nova 34's is the string `host-node`.
+    #[test]
+    fn lock_name_by_release() {
+        let h = host(0, 0);
+        let tuple =
+            |q: serde_json::Value| JsonFilter::check_as(&h, &spec(&q.to_string()), LockName::Tuple);
+        assert_eq!(tuple(json!(["<=", "$_lock_name", "$_lock_name"])), Ok(true));
+        assert_eq!(tuple(json!([">", "$_lock_name", "$_lock_name"])), Ok(false));
+        assert_eq!(
+            tuple(json!(["<", "$_lock_name", "host1-node1"]))
+                .unwrap_err()
+                .kind,
+            PyExc::TypeError
+        );
+        assert_eq!(
+            JsonFilter::check(
+                &h,
+                &spec(&json!(["=", "$_lock_name", "host1-node1"]).to_string())
+            ),
+            Ok(true)
+        );
+        assert_eq!(tuple(json!(["=", "$_lock_name", "host1-node1"])), Ok(false));
+    }
 }

@@ -267,6 +267,13 @@ pub fn py_compare(a: &PyValue, b: &PyValue, op: CmpOp) -> Result<bool, PyError> 
             };
             py_compare(&PyValue::List(key(x)), &PyValue::List(key(y)), op)
         }
+        // A tuple (nova 29 to 33's `HostState._lock_name`) meets only itself in a
+        // filter's expression: one host is evaluated at a time.
+        (PyValue::Object(x), PyValue::Object(y))
+            if x.type_name == "tuple" && y.type_name == "tuple" && x.id == y.id =>
+        {
+            Ok(op.holds(Some(std::cmp::Ordering::Equal)))
+        }
         (PyValue::List(x), PyValue::List(y)) => {
             for (p, q) in x.iter().zip(y) {
                 if !same_or_eq(p, q) {

@@ -513,7 +513,7 @@ async fn config_check_connect_reaches_each_peer_once() {
         .unwrap_or_else(|e| panic!("nova schema: {e}"));
     let placement = crate::placement_server::url().await;
     let dir = scratch("connect");
-    let conf = |name: &str, broker: &str, placement: &str| {
+    let conf_with = |name: &str, broker: &str, placement: &str, extra: &str| {
         let path = dir.0.join(name);
         std::fs::write(
             &path,
@@ -522,7 +522,7 @@ async fn config_check_connect_reaches_each_peer_once() {
                  [database]\nconnection = {cell0}\n[api_database]\nconnection = {api}\n\
                  [nova_scheduler_rs]\nstate_dir = {state}\n\
                  [placement]\nauth_type = admin_token\ntoken = admin\n\
-                 endpoint_override = {placement}\n",
+                 endpoint_override = {placement}\n{extra}",
                 cell0 = crate::nova_schema::sqla_url(&format!("{prefix}_cell0")),
                 api = crate::nova_schema::sqla_url(&format!("{prefix}_api")),
                 state = dir.0.join("state").display(),
@@ -531,6 +531,7 @@ async fn config_check_connect_reaches_each_peer_once() {
         .unwrap();
         path.display().to_string()
     };
+    let conf = |name: &str, broker: &str, placement: &str| conf_with(name, broker, placement, "");
     let check = |path: String| {
         binary(
             &[
@@ -558,10 +559,47 @@ async fn config_check_connect_reaches_each_peer_once() {
         "ok      cell ".to_string(),
         "ok      broker 127.0.0.1:5672".to_string(),
         "ok      Placement".to_string(),
+        "ok      nova release: scheduling as nova 34 (2026.2): no nova service row".to_string(),
         "every connection ok".to_string(),
     ] {
         assert!(stdout.contains(&line), "{line:?} missing: {stdout}");
     }
+
+    // A nova 2024.1 control plane: `auto` schedules as it, where the weigher that
+    // release lacks is refused, as `run` would refuse it.
+    let cell0 = sqlx::MySqlPool::connect(&crate::nova_schema::sqlx_url(&format!("{prefix}_cell0")))
+        .await
+        .expect("cell0");
+    sqlx::query(
+        "INSERT INTO services (created_at, host, `binary`, topic, report_count, disabled, \
+         deleted, version, forced_down) \
+         VALUES (UTC_TIMESTAMP(), 'conductor-1', 'nova-conductor', 'conductor', 0, 0, 0, 67, 0)",
+    )
+    .execute(&cell0)
+    .await
+    .expect("conductor row");
+    cell0.close().await;
+    let broker = "rabbit://guest:guest@127.0.0.1:5672/";
+    let out = check(conf("caracal.conf", broker, placement));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("ok      nova release: scheduling as nova 29 (2024.1): the control plane's service version 67"),
+        "{stdout}"
+    );
+    let out = check(conf_with(
+        "caracal-image-props.conf",
+        broker,
+        placement,
+        "[filter_scheduler]\nweight_classes = RAMWeigher,ImagePropertiesWeigher\n",
+    ));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("FAILED  nova release: scheduling as nova 29 (2024.1)")
+            && stdout.contains("ImagePropertiesWeigher (not in nova 29 (2024.1))"),
+        "{stdout}"
+    );
 
     let out = check(conf(
         "unreachable.conf",

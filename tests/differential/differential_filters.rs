@@ -1894,7 +1894,7 @@ fn gen_json(rng: &mut StdRng) -> Case {
 
 thread_local! {
     /// One filter instance for every case, as in a running scheduler (its decoded-query cache is exercised).
-    static JSON_FILTER: JsonFilter = JsonFilter::new();
+    static JSON_FILTER: JsonFilter = JsonFilter::with_lock_name(LockName::of(release()));
 }
 
 fn eval_json(case: &Case) -> Outcome {
