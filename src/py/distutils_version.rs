@@ -15,42 +15,25 @@
 //!
 //! Every failure is distutils' `ValueError`.
 
-use super::str::{isspace, strip};
+use super::str::strip;
+use super::version::{split_clause, Num, Op};
 use super::PyError;
 use std::cmp::Ordering;
 
-/// A non-negative integer of any size, as its digits without leading zeros.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Digits(String);
-
-impl Digits {
-    fn parse(s: &str) -> Option<Digits> {
-        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| Digits(s.trim_start_matches('0').to_string()))
+/// `int()` of a run of ASCII digits (`\d` with `re.ASCII`), `None` for anything else.
+fn digits(s: &str) -> Option<Num> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
-}
-
-impl Ord for Digits {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0
-            .len()
-            .cmp(&other.0.len())
-            .then_with(|| self.0.cmp(&other.0))
-    }
-}
-
-impl PartialOrd for Digits {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
+    Num::parse(s).ok()
 }
 
 /// `distutils.version.StrictVersion`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StrictVersion {
-    numbers: [Digits; 3],
+    numbers: [Num; 3],
     /// `a` or `b`, and its number.
-    prerelease: Option<(u8, Digits)>,
+    prerelease: Option<(u8, Num)>,
 }
 
 impl StrictVersion {
@@ -60,7 +43,7 @@ impl StrictVersion {
         let s = text.strip_suffix('\n').unwrap_or(text);
         let (release, prerelease) = match s.find(['a', 'b']) {
             Some(at) => {
-                let number = Digits::parse(&s[at + 1..]).ok_or_else(invalid)?;
+                let number = digits(&s[at + 1..]).ok_or_else(invalid)?;
                 (&s[..at], Some((s.as_bytes()[at], number)))
             }
             None => (s, None),
@@ -69,13 +52,9 @@ impl StrictVersion {
         if !(2..=3).contains(&parts.len()) {
             return Err(invalid());
         }
-        let mut numbers = [
-            Digits(String::new()),
-            Digits(String::new()),
-            Digits(String::new()),
-        ];
+        let mut numbers = [Num::zero(), Num::zero(), Num::zero()];
         for (slot, part) in numbers.iter_mut().zip(&parts) {
-            *slot = Digits::parse(part).ok_or_else(invalid)?;
+            *slot = digits(part).ok_or_else(invalid)?;
         }
         Ok(StrictVersion {
             numbers,
@@ -103,16 +82,6 @@ impl PartialOrd for StrictVersion {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Lt,
-    Le,
-    Eq,
-    Gt,
-    Ge,
-    Ne,
 }
 
 /// `distutils.versionpredicate.VersionPredicate`.
@@ -184,15 +153,7 @@ impl VersionPredicate {
     pub fn satisfied_by(&self, version: &str) -> Result<bool, PyError> {
         for (op, required) in &self.clauses {
             let v = StrictVersion::parse(version)?;
-            let holds = match op {
-                Op::Lt => v < *required,
-                Op::Le => v <= *required,
-                Op::Eq => v == *required,
-                Op::Gt => v > *required,
-                Op::Ge => v >= *required,
-                Op::Ne => v != *required,
-            };
-            if !holds {
+            if !op.holds(v.cmp(required)) {
                 return Ok(false);
             }
         }
@@ -202,30 +163,12 @@ impl VersionPredicate {
 
 /// `splitUp`: `^\s*(<=|>=|<|>|!=|==)\s*([^\s,]+)\s*$` (Unicode `\s`), then the version.
 fn split_up(clause: &str) -> Result<(Op, StrictVersion), PyError> {
-    let bad = || {
+    let (op, version) = split_clause(clause).ok_or_else(|| {
         PyError::value_error(format!(
             "bad package restriction syntax: {}",
             crate::py::str::repr(clause)
         ))
-    };
-    let t = clause.trim_start_matches(isspace);
-    let (op, rest) = [
-        ("<=", Op::Le),
-        (">=", Op::Ge),
-        ("<", Op::Lt),
-        (">", Op::Gt),
-        ("!=", Op::Ne),
-        ("==", Op::Eq),
-    ]
-    .iter()
-    .find_map(|(p, op)| t.strip_prefix(p).map(|r| (*op, r)))
-    .ok_or_else(bad)?;
-    let version = rest.trim_matches(isspace);
-    // One run of non-whitespace. (A shorter operator match would leave a version
-    // starting with '=', which is never a StrictVersion either.)
-    if version.is_empty() || version.chars().any(isspace) {
-        return Err(bad());
-    }
+    })?;
     Ok((op, StrictVersion::parse(version)?))
 }
 

@@ -20,7 +20,7 @@ use std::cmp::Ordering;
 pub struct Num(String);
 
 impl Num {
-    fn parse(digits: &str) -> Result<Num, PyError> {
+    pub(crate) fn parse(digits: &str) -> Result<Num, PyError> {
         if digits.len() > PY_INT_MAX_STR_DIGITS {
             return Err(PyError::value_error(format!(
                 "Exceeds the limit ({PY_INT_MAX_STR_DIGITS} digits) for integer string conversion"
@@ -28,7 +28,7 @@ impl Num {
         }
         Ok(Num(digits.trim_start_matches('0').to_string()))
     }
-    fn zero() -> Num {
+    pub(crate) fn zero() -> Num {
         Num(String::new())
     }
     fn is_zero(&self) -> bool {
@@ -305,14 +305,50 @@ impl Version {
     }
 }
 
+/// A comparison of a version predicate's clause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     Lt,
     Le,
     Eq,
     Gt,
     Ge,
     Ne,
+}
+
+impl Op {
+    /// Whether `ordering` (of the version against the clause's) satisfies it.
+    pub(crate) fn holds(self, ordering: Ordering) -> bool {
+        match self {
+            Op::Lt => ordering == Ordering::Less,
+            Op::Le => ordering != Ordering::Greater,
+            Op::Eq => ordering == Ordering::Equal,
+            Op::Gt => ordering == Ordering::Greater,
+            Op::Ge => ordering != Ordering::Less,
+            Op::Ne => ordering != Ordering::Equal,
+        }
+    }
+}
+
+/// One clause, `^\s*(<=|>=|<|>|!=|==)\s*(\S+)\s*$` (Python's `\s`): its operator and
+/// version text, `None` where the expression does not match. Without commas in the
+/// clause, distutils' `[^\s,]+` is the same.
+pub(crate) fn split_clause(clause: &str) -> Option<(Op, &str)> {
+    let t = clause.trim_start_matches(py_isspace);
+    let (op, rest) = [
+        ("<=", Op::Le),
+        (">=", Op::Ge),
+        ("<", Op::Lt),
+        (">", Op::Gt),
+        ("!=", Op::Ne),
+        ("==", Op::Eq),
+    ]
+    .iter()
+    .find_map(|(p, op)| t.strip_prefix(p).map(|r| (*op, r)))?;
+    let version = rest.trim_matches(py_isspace);
+    // One run of non-whitespace. (A shorter operator match would leave a version
+    // starting with '=', which never parses either.)
+    (!version.is_empty() && !version.chars().any(py_isspace)).then_some((op, version))
 }
 
 /// oslo.utils `versionutils.VersionPredicate`: comma-separated clauses, each
@@ -327,27 +363,10 @@ impl VersionPredicate {
         let clauses = predicate
             .split(',')
             .map(|clause| {
-                let bad =
-                    || PyError::value_error(format!("bad package restriction syntax: {clause}"));
-                let t = clause.trim_start_matches(py_isspace);
-                let (op, rest) = [
-                    ("<=", Op::Le),
-                    (">=", Op::Ge),
-                    ("<", Op::Lt),
-                    (">", Op::Gt),
-                    ("!=", Op::Ne),
-                    ("==", Op::Eq),
-                ]
-                .iter()
-                .find_map(|(p, op)| t.strip_prefix(p).map(|r| (*op, r)))
-                .ok_or_else(bad)?;
-                let rest = rest.trim_matches(py_isspace);
-                // One run of non-whitespace. (A shorter operator match would leave
-                // a version starting with '=', which never parses either.)
-                if rest.is_empty() || rest.chars().any(py_isspace) {
-                    return Err(bad());
-                }
-                Ok((op, Version::parse(rest)?))
+                let (op, version) = split_clause(clause).ok_or_else(|| {
+                    PyError::value_error(format!("bad package restriction syntax: {clause}"))
+                })?;
+                Ok((op, Version::parse(version)?))
             })
             .collect::<Result<_, _>>()?;
         Ok(VersionPredicate { clauses })
@@ -355,14 +374,7 @@ impl VersionPredicate {
 
     pub fn satisfied_by(&self, version: &str) -> Result<bool, PyError> {
         let v = Version::parse(version)?;
-        Ok(self.clauses.iter().all(|(op, req)| match op {
-            Op::Lt => v < *req,
-            Op::Le => v <= *req,
-            Op::Eq => v == *req,
-            Op::Gt => v > *req,
-            Op::Ge => v >= *req,
-            Op::Ne => v != *req,
-        }))
+        Ok(self.clauses.iter().all(|(op, req)| op.holds(v.cmp(req))))
     }
 }
 
