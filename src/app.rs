@@ -924,4 +924,27 @@ mod tests {
         .expect("config");
         assert!(build_scheduler(&config).is_ok());
     }
+
+    /// The image-properties weigher's options on a release without it are named as
+    /// ignored; with it, or unset, nothing is said; nova_release picks the pipeline.
+    #[test]
+    fn an_older_release_names_the_options_it_lacks_and_builds_its_own_pipeline() {
+        let config = crate::config::from_ini_str(
+            "[filter_scheduler]\nimage_props_weight_multiplier = 2.0\n\
+             [nova_scheduler_rs]\nnova_release = 2024.1\n",
+        )
+        .expect("config");
+        assert_eq!(configured_release(&config), NovaSeries::V2024_1);
+        let warnings = release_warnings(&config, NovaSeries::V2024_1);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("image_props_weight_multiplier is not an option of nova 29"));
+        assert!(release_warnings(&config, NovaSeries::V2025_1).is_empty());
+        let scheduler = build_scheduler(&config).expect("scheduler");
+        assert!(!scheduler
+            .weighers
+            .names()
+            .contains(&"ImagePropertiesWeigher"));
+        let manager = manager_options(&config, prefilter_options(&config).expect("prefilters"));
+        assert!(!manager.load_instance_system_metadata);
+    }
 }
