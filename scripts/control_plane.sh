@@ -17,7 +17,11 @@
 # Knobs: NSRS_BIN (the daemon binary [$CARGO_TARGET_DIR or target]/release/nova-scheduler-rs),
 # NSRS_SCHEDULER_CMD=nova (the reference nova-scheduler instead), NSRS_CP_STATE
 # [$NSRS_STATE/cp], ports NSRS_CP_PLACEMENT_PORT [8778], NSRS_CP_API_PORT [8774],
-# NSRS_CP_GLANCE_PORT [9292], NSRS_CP_NEUTRON_PORT [9696], NSRS_CP_SHADOW_PORT [9105].
+# NSRS_CP_GLANCE_PORT [9292], NSRS_CP_NEUTRON_PORT [9696], NSRS_CP_SHADOW_PORT [9105],
+# names NSRS_CP_DB_PREFIX [nsrs_cp_], NSRS_CP_VHOST [nsrs_cp]; NSRS_RELEASE=2024.1 (2025.1,
+# 2026.1) runs that older release's own nova-api, nova-conductor, nova-computes and
+# Placement (requirements/nova-<release>.txt), its services eventlet-patched as the
+# release ships them (nova-api, a WSGI app under gunicorn's threads, on native threads).
 # Beside the scheduler under test runs `nova-scheduler-rs shadow` (when the binary is
 # built), which decides a copy of every call and compares; tests/control_plane/test_shadow.py
 # reads its report at the end of the run.
@@ -31,8 +35,11 @@ CP=${NSRS_CP_STATE:-$NSRS_STATE/cp}
 CP_LOGS=$CP/logs
 CP_PIDS=$CP/pids
 CP_CONF=$CP/nova.conf
-CP_DB_PREFIX=nsrs_cp_
-CP_VHOST=nsrs_cp
+CP_DB_PREFIX=${NSRS_CP_DB_PREFIX:-nsrs_cp_}
+CP_VHOST=${NSRS_CP_VHOST:-nsrs_cp}
+# nova's services as the release ships them (NSRS_RELEASE: eventlet-patched).
+read -r -a SERVICE_ENV <<<"$(nsrs_service_env)"
+GUNICORN_FLAGS=()
 CP_TRANSPORT_URL="rabbit://guest:guest@127.0.0.1:5672/$CP_VHOST"
 CP_PLACEMENT_PORT=${NSRS_CP_PLACEMENT_PORT:-8778}
 CP_API_PORT=${NSRS_CP_API_PORT:-8774}
@@ -298,21 +305,25 @@ wait_consumer() { # wait_consumer QUEUE NAME LOGNAME [SECONDS]
 
 start_placement() {
     port_free_or_die "$CP_PLACEMENT_PORT" Placement
-    nsrs_log "starting Placement (gunicorn, 2 workers) on 127.0.0.1:$CP_PLACEMENT_PORT"
+    local app
+    app=$(nsrs_placement_app "$NSRS_VENV")
+    nsrs_log "starting Placement (gunicorn, 2 workers, $app) on 127.0.0.1:$CP_PLACEMENT_PORT"
     OS_PLACEMENT_CONFIG_DIR=$CP/placement "$NSRS_VENV/bin/gunicorn" \
-        --workers 2 --bind "127.0.0.1:$CP_PLACEMENT_PORT" --timeout 120 --no-control-socket \
+        --workers 2 --bind "127.0.0.1:$CP_PLACEMENT_PORT" --timeout 120 "${GUNICORN_FLAGS[@]}" \
         --daemon --pid "$CP_PIDS/placement-gunicorn.pid" --chdir "$CP" \
         --error-logfile "$CP_LOGS/placement.log" --access-logfile "$CP_LOGS/placement-access.log" \
-        placement.wsgi.api:application </dev/null || nsrs_die "gunicorn (Placement) did not start"
+        "$app" </dev/null || nsrs_die "gunicorn (Placement) did not start"
     wait_http "http://127.0.0.1:$CP_PLACEMENT_PORT/" Placement "$CP_LOGS/placement.log"
 }
 
 start_api() {
     port_free_or_die "$CP_API_PORT" nova-api
     nsrs_log "starting nova-api (nova.wsgi.osapi_compute under gunicorn) on 127.0.0.1:$CP_API_PORT"
-    # nova's WSGI app reads api-paste.ini and nova.conf from OS_NOVA_CONFIG_DIR.
+    # nova's WSGI app reads api-paste.ini and nova.conf from OS_NOVA_CONFIG_DIR. It runs on
+    # native threads on every release (OS_NOVA_DISABLE_EVENTLET_PATCHING, as lib.sh
+    # exports): eventlet-patched under gunicorn's threads, an older one hangs its requests.
     OS_NOVA_CONFIG_DIR=$CP "$NSRS_VENV/bin/gunicorn" \
-        --workers 1 --threads 4 --bind "127.0.0.1:$CP_API_PORT" --timeout 120 --no-control-socket \
+        --workers 1 --threads 4 --bind "127.0.0.1:$CP_API_PORT" --timeout 120 "${GUNICORN_FLAGS[@]}" \
         --daemon --pid "$CP_PIDS/nova-api-gunicorn.pid" --chdir "$CP" \
         --error-logfile "$CP_LOGS/nova-api.log" --access-logfile "$CP_LOGS/nova-api-access.log" \
         --capture-output --pythonpath "$CP_TESTS" nova_api_wsgi:application </dev/null ||
@@ -322,7 +333,7 @@ start_api() {
 scheduler_cmd() {
     local raw=${NSRS_SCHEDULER_CMD:-}
     if [ "$raw" = nova ]; then
-        echo "$NSRS_VENV/bin/nova-scheduler --config-file $CP_CONF"
+        echo "${SERVICE_ENV[*]} $NSRS_VENV/bin/nova-scheduler --config-file $CP_CONF"
     elif [ -n "$raw" ]; then
         echo "$raw"
     else
@@ -363,7 +374,7 @@ start_shadow() { # a read-only shadow beside the scheduler under test, listening
 
 start_compute() { # start_compute HOST
     local host=$1
-    start_bg "$host" env NSRS_CP_MARKERS="$CP/markers" "$NSRS_VENV/bin/python" "$CP_TESTS/nsrs_fake_compute.py" \
+    start_bg "$host" "${SERVICE_ENV[@]}" NSRS_CP_MARKERS="$CP/markers" "$NSRS_VENV/bin/python" "$CP_TESTS/nsrs_fake_compute.py" \
         --config-file "$CP/$host/nova-cpu.conf"
 }
 
@@ -410,6 +421,7 @@ cmd_up() {
         nsrs_die "the control plane makes its own RabbitMQ vhost and watches queues with rabbitmqctl: local services only"
     nsrs_ensure_services
     nsrs_ensure_venv
+    read -r -a GUNICORN_FLAGS <<<"$(nsrs_gunicorn_flags "$NSRS_VENV")"
     [ -d "$CP_PIDS" ] && stop_all
     rm -rf "$CP"
     write_configs
@@ -421,14 +433,16 @@ cmd_up() {
     start_placement
     start_bg standins "$NSRS_VENV/bin/python" "$CP_TESTS/standins.py" \
         --glance-port "$CP_GLANCE_PORT" --neutron-port "$CP_NEUTRON_PORT" --log "$CP_LOGS/standins-calls.jsonl"
+    nsrs_log "starting nova-conductor"
+    start_bg conductor "${SERVICE_ENV[@]}" "$NSRS_VENV/bin/nova-conductor" --config-file "$CP_CONF"
+    start_api
+    # The scheduler joins a running cloud, as when it replaces nova's: the conductor's
+    # row is there for nova_release = auto and the services row version to follow.
+    wait_consumer conductor nova-conductor conductor
     start_scheduler
     start_shadow
-    nsrs_log "starting nova-conductor"
-    start_bg conductor "$NSRS_VENV/bin/nova-conductor" --config-file "$CP_CONF"
-    start_api
     wait_consumer scheduler "the scheduler" scheduler
     [ -f "$CP/shadow-url" ] && wait_consumer scheduler_shadow.cp-shadow "the shadow" shadow
-    wait_consumer conductor nova-conductor conductor
     for host in "${CP_COMPUTES[@]}"; do
         nsrs_log "starting nova-compute $host (fake virt driver)"
         start_compute "$host"

@@ -8,6 +8,12 @@
 #   NSRS_PYTHON  interpreter used to create the venv (3.11)          [python3]
 #   NSRS_VENV    use this ready venv instead of the cached one (e.g. in a container image;
 #                it must hold requirements/python.txt and the marker file .nsrs-complete)
+#   NSRS_RELEASE an older nova release (2024.1, 2025.1, 2026.1: requirements/nova-<release>.txt)
+#                whose own nova, Placement and tools the stack runs instead of the pinned
+#                nova 34 [unset: requirements/python.txt]
+#   NSRS_DB_PREFIX, NSRS_VHOST, NSRS_PLACEMENT_PORT  what the stack's databases and
+#                vhosts are called and where Placement listens [nsrs_, nsrs, 8778]: a
+#                second stack beside the first
 #   NSRS_SERVICES=external  RabbitMQ/MariaDB are managed elsewhere (docker-compose.yml):
 #                only wait for them; the broker must already have the vhost 'nsrs'
 
@@ -15,16 +21,21 @@ NSRS_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NSRS_CACHE=${NSRS_CACHE:-${HOME:-/root}/.cache/nova-scheduler-rs}
 NSRS_STATE=${NSRS_STATE:-$NSRS_REPO/.stack}
 NSRS_PYTHON=${NSRS_PYTHON:-python3}
-NSRS_REQUIREMENTS=$NSRS_REPO/requirements/python.txt
+NSRS_RELEASE=${NSRS_RELEASE:-}
+if [ -n "$NSRS_RELEASE" ]; then
+    NSRS_REQUIREMENTS=$NSRS_REPO/requirements/nova-$NSRS_RELEASE.txt
+else
+    NSRS_REQUIREMENTS=$NSRS_REPO/requirements/python.txt
+fi
 
 # Everything the stack creates is namespaced so it never collides with other
 # databases or a real scheduler on the same broker.
-NSRS_DB_PREFIX=nsrs_
+NSRS_DB_PREFIX=${NSRS_DB_PREFIX:-nsrs_}
 NSRS_DB_URL_BASE="mysql+pymysql://root:@127.0.0.1"
-NSRS_VHOST=nsrs
+NSRS_VHOST=${NSRS_VHOST:-nsrs}
 # shellcheck disable=SC2034 # used by the scripts that source this file
 NSRS_TRANSPORT_URL="rabbit://guest:guest@127.0.0.1:5672/$NSRS_VHOST"
-NSRS_PLACEMENT_PORT=8778
+NSRS_PLACEMENT_PORT=${NSRS_PLACEMENT_PORT:-8778}
 # shellcheck disable=SC2034
 NSRS_PLACEMENT_URL="http://127.0.0.1:$NSRS_PLACEMENT_PORT"
 # shellcheck disable=SC2034
@@ -182,39 +193,94 @@ nsrs_ensure_services() {
     nsrs_log "RabbitMQ (5672) and MariaDB (3306) are up"
 }
 
-# --- the Python venv (nova, placement, pytest), cached outside the clone -----
+# --- the Python venvs, cached outside the clone -------------------------------
+# Each is keyed by its requirements file and Python's version, built once under a
+# lock (pip, mostly network), checked complete, and marked with .nsrs-complete.
 
-nsrs_venv_path() {
-    local key
-    key=$({ cat "$NSRS_REQUIREMENTS"; "$NSRS_PYTHON" -c 'import sys; print(sys.version_info[:2])'; } |
-        sha256sum | cut -c1-16)
-    printf '%s/venv-%s' "$NSRS_CACHE" "$key"
+nsrs_venv_key() { # nsrs_venv_key REQUIREMENTS_FILE
+    { cat "$1"; "$NSRS_PYTHON" -c 'import sys; print(sys.version_info[:2])'; } | sha256sum | cut -c1-16
 }
 
-# keystone's own venv (requirements/keystone.txt), for the tests that authenticate
-# against a real keystone; cached like the main venv, by its requirements' hash.
-nsrs_keystone_venv_path() {
-    local key
-    key=$({ cat "$NSRS_REPO/requirements/keystone.txt"; "$NSRS_PYTHON" -c 'import sys; print(sys.version_info[:2])'; } |
-        sha256sum | cut -c1-16)
-    printf '%s/keystone-venv-%s' "$NSRS_CACHE" "$key"
-}
-
-nsrs_ensure_keystone_venv() {
-    local venv
-    venv=$(nsrs_keystone_venv_path)
-    [ -f "$venv/.nsrs-complete" ] && { echo "$venv"; return 0; }
+nsrs_build_venv() { # nsrs_build_venv VENV REQUIREMENTS_FILE LOCK_NAME
+    local venv=$1 req=$2 name=${2#"$NSRS_REPO"/}
+    [ -f "$venv/.nsrs-complete" ] && return 0
     mkdir -p "$NSRS_CACHE"
     (
         flock 9
         [ -f "$venv/.nsrs-complete" ] && exit 0
         rm -rf "$venv"
-        nsrs_log "building keystone venv $venv from requirements/keystone.txt"
+        nsrs_log "building Python venv $venv from $name (a few minutes)"
         "$NSRS_PYTHON" -m venv "$venv" || nsrs_die "python venv creation failed"
-        "$venv/bin/pip" install -q --disable-pip-version-check --no-deps \
-            -r "$NSRS_REPO/requirements/keystone.txt" || nsrs_die "pip install -r requirements/keystone.txt failed"
+        "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req" ||
+            nsrs_die "pip install -r $name failed"
+        "$venv/bin/pip" check >/dev/null || {
+            "$venv/bin/pip" check >&2
+            nsrs_die "pip check: $name is not a complete set"
+        }
         date -u +%FT%TZ >"$venv/.nsrs-complete"
-    ) 9>"$NSRS_CACHE/.keystone-venv.lock" || exit 1
+        nsrs_log "venv ready: $venv"
+    ) 9>"$NSRS_CACHE/.$3.lock" || exit 1
+}
+
+# An older release's venv (requirements/nova-<release>.txt): its nova, Placement,
+# gunicorn and pytest, as that release's upper-constraints resolve them.
+nsrs_release_requirements() { printf '%s/requirements/nova-%s.txt' "$NSRS_REPO" "$1"; }
+
+nsrs_release_venv_path() { # nsrs_release_venv_path RELEASE
+    local req
+    req=$(nsrs_release_requirements "$1")
+    [ -f "$req" ] || nsrs_die "no ${req#"$NSRS_REPO"/} (known releases: $(cd "$NSRS_REPO/requirements" && ls nova-*.txt | sed 's/nova-//; s/\.txt//' | tr '\n' ' '))"
+    printf '%s/venv-nova-%s-%s' "$NSRS_CACHE" "$1" "$(nsrs_venv_key "$req")"
+}
+
+nsrs_ensure_release_venv() { # nsrs_ensure_release_venv RELEASE: builds once, prints its path
+    local venv
+    venv=$(nsrs_release_venv_path "$1") || exit 1
+    nsrs_build_venv "$venv" "$(nsrs_release_requirements "$1")" "venv-nova-$1"
+    echo "$venv"
+}
+
+# The stack's venv: requirements/python.txt, or NSRS_RELEASE's.
+nsrs_venv_path() {
+    if [ -n "$NSRS_RELEASE" ]; then
+        nsrs_release_venv_path "$NSRS_RELEASE"
+    else
+        printf '%s/venv-%s' "$NSRS_CACHE" "$(nsrs_venv_key "$NSRS_REQUIREMENTS")"
+    fi
+}
+
+# Placement's WSGI application in gunicorn's terms: Placement up to 2024.1 (11.x) has
+# no placement.wsgi.api module, only the factory placement.wsgi.init_application().
+nsrs_placement_app() { # nsrs_placement_app VENV
+    if "$1/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("placement.wsgi.api") is None)' 2>/dev/null; then
+        echo placement.wsgi.api:application
+    else
+        echo 'placement.wsgi:init_application()'
+    fi
+}
+
+# gunicorn from 25 opens a control socket unless told not to; older ones lack the flag.
+nsrs_gunicorn_flags() { # nsrs_gunicorn_flags VENV
+    "$1/bin/gunicorn" --help 2>/dev/null | grep -q -- --no-control-socket && echo --no-control-socket
+    return 0
+}
+
+# The environment an older release's nova services run in: as the release ships them,
+# eventlet-patched (nova 34's run on native threads, OS_NOVA_DISABLE_EVENTLET_PATCHING).
+nsrs_service_env() {
+    if [ -n "$NSRS_RELEASE" ]; then
+        echo env -u OS_NOVA_DISABLE_EVENTLET_PATCHING
+    else
+        echo env
+    fi
+}
+
+# keystone's own venv (requirements/keystone.txt), for the tests that authenticate
+# against a real keystone.
+nsrs_ensure_keystone_venv() {
+    local venv
+    venv=$NSRS_CACHE/keystone-venv-$(nsrs_venv_key "$NSRS_REPO/requirements/keystone.txt")
+    nsrs_build_venv "$venv" "$NSRS_REPO/requirements/keystone.txt" keystone-venv
     echo "$venv"
 }
 
@@ -226,21 +292,9 @@ nsrs_ensure_venv() {
     fi
     NSRS_VENV=$(nsrs_venv_path)
     export NSRS_VENV
-    [ -f "$NSRS_VENV/.nsrs-complete" ] && return 0
-    mkdir -p "$NSRS_CACHE"
-    (
-        flock 9
-        [ -f "$NSRS_VENV/.nsrs-complete" ] && exit 0
-        rm -rf "$NSRS_VENV"
-        nsrs_log "building Python venv $NSRS_VENV from requirements/python.txt (a few minutes)"
-        "$NSRS_PYTHON" -m venv "$NSRS_VENV" || nsrs_die "python venv creation failed"
-        "$NSRS_VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
-            -r "$NSRS_REQUIREMENTS" || nsrs_die "pip install -r requirements/python.txt failed"
-        "$NSRS_VENV/bin/pip" check >/dev/null || {
-            "$NSRS_VENV/bin/pip" check >&2
-            nsrs_die "pip check: requirements/python.txt is not a complete set"
-        }
-        date -u +%FT%TZ >"$NSRS_VENV/.nsrs-complete"
-        nsrs_log "venv ready"
-    ) 9>"$NSRS_CACHE/.venv.lock" || exit 1
+    if [ -n "$NSRS_RELEASE" ]; then
+        nsrs_build_venv "$NSRS_VENV" "$NSRS_REQUIREMENTS" "venv-nova-$NSRS_RELEASE"
+    else
+        nsrs_build_venv "$NSRS_VENV" "$NSRS_REQUIREMENTS" venv
+    fi
 }

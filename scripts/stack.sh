@@ -152,13 +152,15 @@ PLACEMENT_ACCESS_FORMAT='%(h)s %(t)s "%(r)s" %(s)s %(b)s %(L)s "%(a)s" "%({opens
 start_placement() {
     nsrs_port_open "$NSRS_PLACEMENT_PORT" &&
         nsrs_die "127.0.0.1:$NSRS_PLACEMENT_PORT is taken by another process (not ours); stop it first"
-    nsrs_log "starting Placement (gunicorn, 2 workers) on $NSRS_PLACEMENT_URL"
+    local app
+    app=$(nsrs_placement_app "$NSRS_VENV")
+    nsrs_log "starting Placement (gunicorn, 2 workers, $app) on $NSRS_PLACEMENT_URL"
     OS_PLACEMENT_CONFIG_DIR=$PLACEMENT_DIR "$NSRS_VENV/bin/gunicorn" \
         --workers 2 --bind "127.0.0.1:$NSRS_PLACEMENT_PORT" --timeout 120 \
         --daemon --pid "$PLACEMENT_PID" --chdir "$NSRS_STATE" \
         --error-logfile "$LOGS/placement.log" --access-logfile "$LOGS/placement-access.log" \
         --access-logformat "$PLACEMENT_ACCESS_FORMAT" \
-        placement.wsgi.api:application </dev/null || nsrs_die "gunicorn did not start (see $LOGS/placement.log)"
+        "$app" </dev/null || nsrs_die "gunicorn did not start (see $LOGS/placement.log)"
     local i
     for ((i = 0; i < 120; i++)); do
         if "$NSRS_VENV/bin/python" - "$NSRS_PLACEMENT_URL/" <<'EOF' 2>/dev/null; then

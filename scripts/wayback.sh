@@ -20,7 +20,7 @@
 #      leaves), that nova-scheduler must refuse with ServiceTooOld.
 # Release services run eventlet-patched, as they ship (OS_NOVA_DISABLE_EVENTLET_PATCHING
 # is unset for them). Venvs come from requirements/nova-<release>.txt, cached as
-# $NSRS_CACHE/wayback-venv-<release>-<hash of that file and Python's version>.
+# $NSRS_CACHE/venv-nova-<release>-<hash of that file and Python's version>.
 #
 # Knobs: NSRS_BIN (the daemon [$CARGO_TARGET_DIR or target]/release/nova-scheduler-rs),
 # NSRS_WB_STATE [$NSRS_STATE/wayback] (config and logs, kept after the run).
@@ -32,39 +32,6 @@ WB=${NSRS_WB_STATE:-$NSRS_STATE/wayback}
 WB_HOST=nsrs-wayback
 # The newest service version this daemon speaks (src/state/service_row.rs).
 NEWEST_VERSION=74
-
-wb_requirements() { printf '%s/requirements/nova-%s.txt' "$NSRS_REPO" "$1"; }
-
-wb_venv_path() { # wb_venv_path RELEASE
-    local req key
-    req=$(wb_requirements "$1")
-    [ -f "$req" ] || nsrs_die "no $req (known releases: $(cd "$NSRS_REPO/requirements" && ls nova-*.txt | sed 's/nova-//; s/\.txt//' | tr '\n' ' '))"
-    key=$({ cat "$req"; "$NSRS_PYTHON" -c 'import sys; print(sys.version_info[:2])'; } | sha256sum | cut -c1-16)
-    printf '%s/wayback-venv-%s-%s' "$NSRS_CACHE" "$1" "$key"
-}
-
-wb_ensure_venv() { # wb_ensure_venv RELEASE: builds once (locked), then reuses
-    local release=$1 venv req
-    venv=$(wb_venv_path "$release")
-    req=$(wb_requirements "$release")
-    [ -f "$venv/.nsrs-complete" ] && return 0
-    mkdir -p "$NSRS_CACHE"
-    (
-        flock 9
-        [ -f "$venv/.nsrs-complete" ] && exit 0
-        rm -rf "$venv"
-        nsrs_log "building the nova $release venv $venv from ${req#"$NSRS_REPO"/}"
-        "$NSRS_PYTHON" -m venv "$venv" || nsrs_die "python venv creation failed"
-        "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req" ||
-            nsrs_die "pip install -r ${req#"$NSRS_REPO"/} failed"
-        "$venv/bin/pip" check >/dev/null || {
-            "$venv/bin/pip" check >&2
-            nsrs_die "pip check: ${req#"$NSRS_REPO"/} is not a complete set"
-        }
-        date -u +%FT%TZ >"$venv/.nsrs-complete"
-        nsrs_log "nova $release venv ready"
-    ) 9>"$NSRS_CACHE/.wayback-venv-$release.lock" || exit 1
-}
 
 # A release's tools run as they ship: eventlet-patched.
 RELEASE_ENV=(env -u OS_NOVA_DISABLE_EVENTLET_PATCHING PYTHONWARNINGS=ignore)
@@ -201,11 +168,10 @@ test_release() {
     DIR=$WB/$RELEASE
     LOGS=$DIR/logs
     CONF=$DIR/nova.conf
-    VENV=$(wb_venv_path "$RELEASE")
+    VENV=$(nsrs_ensure_release_venv "$RELEASE")
     local t0=$SECONDS own chosen count
     rm -rf "$DIR"
     mkdir -p "$LOGS" "$DIR/locks" "$DIR/nsrs-state"
-    wb_ensure_venv "$RELEASE"
     own=$("$VENV/bin/python" -c 'from nova.objects import service; print(service.SERVICE_VERSION)' 2>/dev/null) ||
         nsrs_die "nova $RELEASE venv $VENV cannot import nova"
     nsrs_log "nova $RELEASE ($("$VENV/bin/pip" show nova 2>/dev/null | sed -n 's/^Version: //p'), service version $own): databases nsrs_wb_${TAG}_*, vhost $VHOST"
@@ -281,9 +247,7 @@ venv)
     shift
     [ $# -gt 0 ] || nsrs_die "usage: $0 venv RELEASE..."
     for r in "$@"; do
-        wb_ensure_venv "$r"
-        wb_venv_path "$r"
-        echo
+        nsrs_ensure_release_venv "$r"
     done
     ;;
 test)

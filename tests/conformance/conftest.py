@@ -7,7 +7,8 @@ venv). The scheduler under test is started here, once per session:
   NSRS_BIN             the daemon binary  [<repo>/target/release/nova-scheduler-rs]
   NSRS_SCHEDULER_CMD   a whole command instead, split like a shell would;
                        {conf}, {state} and {venv} are replaced. Shorthands:
-                       "nova"     = the real nova-scheduler from the venv,
+                       "nova"     = the real nova-scheduler from the venv (an older
+                                    release's, as it ships: eventlet-patched),
                        "external" = start nothing, use whatever already consumes
                                     the scheduler queue.
   NSRS_READY_PATTERN   regex marking readiness in its log
@@ -39,12 +40,13 @@ SCHEDULER_QUEUE = "scheduler"
 def pytest_report_header(config):
     raw = os.environ.get("NSRS_SCHEDULER_CMD", "").strip()
     if raw == "nova":
-        what = "the real nova-scheduler 34 from the venv (reference run)"
+        what = f"the real nova-scheduler {H.NOVA_VERSION_STRING} from the venv (reference run)"
     elif raw:
         what = raw
     else:
         what = os.environ.get("NSRS_BIN") or str(H.REPO / "target" / "release" / "nova-scheduler-rs")
-    return [f"scheduler under test: {what}", f"stack state: {H.STATE}"]
+    return [f"scheduler under test: {what}", f"stack state: {H.STATE}",
+            f"nova's client and objects: nova {H.NOVA_VERSION_STRING}"]
 
 
 def _log_tail(path, n=80):
@@ -105,6 +107,9 @@ def scheduler(conf, seeded):
         return
     if raw == "nova":
         raw = "{venv}/bin/nova-scheduler --config-file {conf}"
+        if H.NOVA_VERSION[0] < H.NEWEST_NOVA_MAJOR:
+            # An older release's services run as it ships them: eventlet-patched.
+            raw = "env -u OS_NOVA_DISABLE_EVENTLET_PATCHING " + raw
     if raw:
         cmd = [t.format(conf=H.NOVA_CONF, state=H.STATE, venv=venv) for t in shlex.split(raw)]
     else:

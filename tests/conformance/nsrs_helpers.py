@@ -9,6 +9,7 @@ own RPC client (nova.scheduler.rpcapi.SchedulerAPI).
 
 import configparser
 import datetime
+import importlib.metadata
 import json
 import os
 import re
@@ -25,6 +26,22 @@ STATE = Path(os.environ.get("NSRS_STATE") or REPO / ".stack")
 NOVA_CONF = STATE / "nova.conf"
 CLOUD_JSON = STATE / "cloud.json"
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+# The nova whose client and objects this run uses: the stack's venv (NSRS_RELEASE
+# picks an older release's own).
+NOVA_VERSION_STRING = importlib.metadata.version("nova")
+NOVA_VERSION = tuple(int(p) for p in NOVA_VERSION_STRING.split(".")[:3] if p.isdigit())
+NEWEST_NOVA_MAJOR = 34
+# nova's major version -> its OpenStack release, and the release nova-scheduler-rs's
+# nova_release = auto picks for a cloud at that version (nova 30 shares 29's service
+# version 67, so such a cloud reads as 2024.1).
+RELEASE_OF_MAJOR = {29: "2024.1", 30: "2024.2", 31: "2025.1", 32: "2025.2", 33: "2026.1", 34: "2026.2"}
+AUTO_MAJOR = {30: 29}
+
+
+def scheduled_as_line():
+    """What nova-scheduler-rs logs at startup on a cloud of this run's nova release."""
+    major = AUTO_MAJOR.get(NOVA_VERSION[0], NOVA_VERSION[0])
+    return f"scheduling as nova {major} ({RELEASE_OF_MAJOR[major]})"
 PLACEMENT_MICROVERSION = "placement 1.36"
 # The ids nova-conductor would carry for one user; any ids work.
 PROJECT_ID = "c0c0c0c0c0c04c0c8c0c0c0c0c0c0c01"

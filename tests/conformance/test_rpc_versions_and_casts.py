@@ -4,11 +4,26 @@ nova-api send them), against the scheduler under test. Each expectation is nova'
 own behaviour: run with NSRS_SCHEDULER_CMD=nova to check the tests themselves.
 """
 
+import os
+
 import pytest
 
 import nsrs_helpers as H
 
 pytestmark = pytest.mark.usefixtures("scheduler")
+
+
+def test_the_scheduler_under_test_runs_as_the_clouds_release(scheduler, seeded):
+    """The stack is this run's nova release (its nova-manage, computes at its service
+    version): nova-scheduler-rs says it schedules as that release (nova_release = auto),
+    the reference nova-scheduler is that release's own."""
+    if scheduler["log"] is None:
+        pytest.skip("an external scheduler: no log to read")
+    log = open(scheduler["log"], errors="replace").read()
+    if any(os.path.basename(t) == "nova-scheduler" for t in scheduler["cmd"]):
+        assert f"(version {H.NOVA_VERSION_STRING})" in log, "the reference is another nova release"
+    else:
+        assert H.scheduled_as_line() in log, f"no '{H.scheduled_as_line()}' in {scheduler['log']}"
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ test ends with. The stack is scripts/control_plane.sh's; its endpoints are in
 import json
 import os
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,6 +17,10 @@ import requests
 REPO = Path(__file__).resolve().parents[2]
 CP_STATE = Path(os.environ.get("NSRS_CP_STATE") or
                 Path(os.environ.get("NSRS_STATE") or REPO / ".stack") / "cp")
+# The nova release of every service here (the venv's), as the conformance tests name it.
+sys.path.insert(0, str(REPO / "tests" / "conformance"))
+from nsrs_helpers import NOVA_VERSION_STRING, scheduled_as_line  # noqa: E402,F401
+
 ENDPOINTS_FILE = CP_STATE / "endpoints.json"
 
 # The identity keystonemiddleware would have put in the request; the stack's

@@ -417,7 +417,7 @@ fn fnv(name: &str) -> u64 {
 
 #[test]
 fn filters_agree_with_nova() {
-    // An older release's venv (scripts/wayback.sh venv) has nova but no Placement.
+    // An older release's own classes: its venv (scripts/wayback.sh venv RELEASE).
     let venv = std::env::var_os("NSRS_DIFF_VENV")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(crate::venv::find);

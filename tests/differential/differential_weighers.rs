@@ -131,7 +131,7 @@ fn agree(nova: &Answer, ours: &Answer) -> bool {
 
 #[test]
 fn weighers_agree_with_nova() {
-    // An older release's venv (scripts/wayback.sh venv) has nova but no Placement.
+    // An older release's own classes: its venv (scripts/wayback.sh venv RELEASE).
     let venv = std::env::var_os("NSRS_DIFF_VENV")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(crate::venv::find);
