@@ -36,6 +36,8 @@ NEWEST_NOVA_MAJOR = 34
 # version 67, so such a cloud reads as 2024.1).
 RELEASE_OF_MAJOR = {29: "2024.1", 30: "2024.2", 31: "2025.1", 32: "2025.2", 33: "2026.1", 34: "2026.2"}
 AUTO_MAJOR = {30: 29}
+# nova's SERVICE_VERSION per major release (nova/objects/service.py of each).
+SERVICE_VERSION_OF_MAJOR = {28: 66, 29: 67, 30: 67, 31: 68, 32: 70, 33: 72, 34: 74}
 
 
 def scheduled_as_line():
