@@ -9,7 +9,10 @@
 # nsrs_wb_<release> (dropped and recreated), with one nova.conf every service reads:
 #   1. that release's nova-manage builds the schemas (api_db sync, map_cell0,
 #      create_cell cell1, db sync per database);
-#   2. that release's nova-conductor starts, registers its row, and is stopped;
+#   2. nova-scheduler-rs starts first, on databases with no nova service row: its row
+#      carries nova 34's version until that release's nova-conductor registers, then the
+#      conductor's; that release's nova-scheduler then starts after it; all are stopped;
+#      that release's nova-conductor starts, registers its row, and is stopped;
 #   3. nova-scheduler-rs starts, logs `scheduler ready`, the version it chose (the
 #      conductor's) and the release it schedules as (nova_release = auto: that
 #      release), its row carries that version; it is stopped;
@@ -144,6 +147,8 @@ create_schema() {
 
 report_count() { local n; n=$(row nova-scheduler report_count 2>/dev/null); echo "${n:-0}"; }
 
+row_is() { [ "$(row "$1" "$2" 2>/dev/null)" = "$3" ]; } # row_is BINARY COLUMN VALUE
+
 conductor_registered() { [ -n "$(row nova-conductor version 2>/dev/null)" ]; }
 
 # The release's nova-scheduler, started on what the previous step left; returns once
@@ -180,6 +185,32 @@ test_release() {
 
     nsrs_log "nova $RELEASE: schemas by its nova-manage"
     create_schema
+
+    nsrs_log "nova $RELEASE: nova-scheduler-rs first, on databases with no nova service row"
+    RUST_LOG=${RUST_LOG:-info} start_bg nova-scheduler-rs-first "$BIN" --config-file "$CONF"
+    if ! wait_for 90 "scheduler ready" grep -q 'scheduler ready' "$LOGS/nova-scheduler-rs-first.log"; then
+        stop_bg nova-scheduler-rs-first
+        fail "nova-scheduler-rs did not log 'scheduler ready' within 90s" "$LOGS/nova-scheduler-rs-first.log"
+    fi
+    [ "$(row nova-scheduler version)" = "$NEWEST_VERSION" ] ||
+        fail "with no service row, nova-scheduler-rs's row has version $(row nova-scheduler version), not $NEWEST_VERSION" "$LOGS/nova-scheduler-rs-first.log"
+    start_bg nova-conductor "${RELEASE_ENV[@]}" "$VENV/bin/nova-conductor" --config-file "$CONF"
+    if ! wait_for 90 "the row lowered to $own" row_is nova-scheduler version "$own"; then
+        stop_bg nova-conductor
+        stop_bg nova-scheduler-rs-first
+        fail "nova-scheduler-rs's row stayed at $(row nova-scheduler version) after its nova-conductor registered at $own" "$LOGS/nova-scheduler-rs-first.log"
+    fi
+    stop_bg nova-conductor
+    stop_bg nova-scheduler-rs-first
+    grep -q "the first nova service rows appeared" "$LOGS/nova-scheduler-rs-first.log" ||
+        fail "nova-scheduler-rs did not log the first service rows it followed" "$LOGS/nova-scheduler-rs-first.log"
+    run_release_scheduler nova-scheduler-first-back
+    if grep -q ServiceTooOld "$LOGS/nova-scheduler-first-back.log" || ! alive nova-scheduler-first-back; then
+        stop_bg nova-scheduler-first-back
+        fail "its nova-scheduler did not start after nova-scheduler-rs had started first" "$LOGS/nova-scheduler-first-back.log"
+    fi
+    stop_bg nova-scheduler-first-back
+    nsrs_log "nova $RELEASE: started first, nova-scheduler-rs followed its conductor to version $own; its nova-scheduler serves after it"
 
     nsrs_log "nova $RELEASE: its nova-conductor registers its row"
     start_bg nova-conductor "${RELEASE_ENV[@]}" "$VENV/bin/nova-conductor" --config-file "$CONF"
@@ -236,7 +267,7 @@ cleanup() {
     local d
     for d in "$WB"/*/; do
         [ -d "$d" ] || continue
-        for p in nova-conductor nova-scheduler-rs nova-scheduler nova-scheduler-control; do
+        for p in nova-conductor nova-scheduler-rs nova-scheduler-rs-first nova-scheduler-first-back nova-scheduler nova-scheduler-control; do
             nsrs_stop_pidfile "$d/$p.pid" "$p"
         done
     done

@@ -371,9 +371,17 @@ pub async fn run(
     }
     let service_row =
         ServiceRow::register(main_pool.clone(), &config.default.host, version.version).await?;
-    let heartbeat = tokio::spawn(
-        service_row.heartbeat(Duration::from_secs(config.default.report_interval.max(1))),
-    );
+    let report_interval = Duration::from_secs(config.default.report_interval.max(1));
+    let follower = version.source.newest().is_none().then(|| {
+        tokio::spawn(follow_first_service_rows(
+            Arc::clone(&store),
+            service_row.clone(),
+            config.nova_scheduler_rs.nova_release,
+            release,
+            report_interval,
+        ))
+    });
+    let heartbeat = tokio::spawn(service_row.heartbeat(report_interval));
     let placement = Arc::new(PlacementClient::new(placement_options)?);
     // A Placement that refuses every request (client certificate, credentials) must
     // not look ready; startup goes on, as a Placement outage is waited out.
@@ -432,7 +440,7 @@ pub async fn run(
         publisher.close(Duration::from_secs(5)).await;
     }
     heartbeat.abort();
-    for task in background.into_iter().chain(observers) {
+    for task in background.into_iter().chain(observers).chain(follower) {
         task.abort();
     }
     // The recording's last records and gzip trailer, before the process exits.
@@ -644,6 +652,55 @@ async fn discover_hosts_periodically(
 /// nova's `reset()` re-reads the cell mappings; the cache then re-reads every cell
 /// and the aggregates. The control plane's release is read again: a change (the
 /// conductors were upgraded) is logged, and taken at the next restart.
+/// Started when no database held a nova service row at startup (a cloud being
+/// installed, this daemon first): the row went in at the version of the release
+/// scheduled as, nova 34's under `auto`. Every `interval` the databases are read
+/// again; the first nova service rows found lower the row to their release's version
+/// (never above the release scheduled as), so that release's own nova-scheduler can
+/// take the host back, and the log says which release the next start schedules as.
+async fn follow_first_service_rows(
+    store: Arc<HostStateStore>,
+    row: ServiceRow,
+    choice: ReleaseChoice,
+    scheduling_as: NovaSeries,
+    interval: Duration,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let chosen = service_row::choose_version(&store.newest_service_versions().await);
+        let Some(newest) = chosen.source.newest() else {
+            continue;
+        };
+        let version = chosen.version.min(scheduling_as.service_version());
+        match row.lower_version(version).await {
+            Ok(lowered) => {
+                if lowered {
+                    info!("the first nova service rows appeared: {chosen}");
+                }
+                match release::resolve(choice, Some(newest)) {
+                    Ok(next) if next.series != scheduling_as => {
+                        warn!(
+                            "the control plane reads as {}; still scheduling as {scheduling_as} \
+                             until nova-scheduler-rs is restarted",
+                            next.series
+                        )
+                    }
+                    Ok(_) => {}
+                    Err(too_old) => {
+                        error!("{too_old}; keep nova's own nova-scheduler on this cloud")
+                    }
+                }
+                return;
+            }
+            Err(e) => {
+                warn!(error = %e, "could not lower the nova-scheduler service row's version; trying again")
+            }
+        }
+    }
+}
+
 async fn reload_on_sighup(
     store: Arc<HostStateStore>,
     cache: Option<Arc<HostStateCache>>,

@@ -15,6 +15,8 @@
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
 use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
@@ -212,14 +214,15 @@ pub enum ServiceRowError {
     TooOld { ours: i64, minimum: i64 },
 }
 
-/// The registered row.
+/// The registered row. Clones share it: one heartbeats, another may lower its version
+/// ([`ServiceRow::lower_version`]) and the next report carries that.
 #[derive(Debug, Clone)]
 pub struct ServiceRow {
     pool: MySqlPool,
     pub id: i64,
     pub host: String,
     /// The service version written at registration and with every report.
-    pub version: i64,
+    version: Arc<AtomicI64>,
 }
 
 impl ServiceRow {
@@ -256,12 +259,7 @@ impl ServiceRow {
                     .execute(&pool)
                     .await?;
                 info!(host, id, "nova-scheduler service row found");
-                return Ok(ServiceRow {
-                    pool,
-                    id,
-                    host: host.to_string(),
-                    version,
-                });
+                return Ok(ServiceRow::new(pool, id, host, version));
             }
             let inserted = sqlx::query(
                 "INSERT INTO services (created_at, host, `binary`, topic, report_count, disabled, \
@@ -279,12 +277,7 @@ impl ServiceRow {
                 Ok(done) => {
                     let id = done.last_insert_id() as i64;
                     info!(host, id, "nova-scheduler service row created");
-                    return Ok(ServiceRow {
-                        pool,
-                        id,
-                        host: host.to_string(),
-                        version,
-                    });
+                    return Ok(ServiceRow::new(pool, id, host, version));
                 }
                 // Unique (host, binary, deleted): another worker created it first.
                 Err(sqlx::Error::Database(e)) if e.is_unique_violation() => continue,
@@ -293,13 +286,37 @@ impl ServiceRow {
         }
         Self::find(&pool, host)
             .await?
-            .map(|id| ServiceRow {
-                pool,
-                id,
-                host: host.to_string(),
-                version,
-            })
+            .map(|id| ServiceRow::new(pool, id, host, version))
             .ok_or_else(|| ServiceRowError::Sql(sqlx::Error::RowNotFound))
+    }
+
+    fn new(pool: MySqlPool, id: i64, host: &str, version: i64) -> Self {
+        ServiceRow {
+            pool,
+            id,
+            host: host.to_string(),
+            version: Arc::new(AtomicI64::new(version)),
+        }
+    }
+
+    /// The service version the row carries.
+    pub fn version(&self) -> i64 {
+        self.version.load(Ordering::Relaxed)
+    }
+
+    /// Writes `version` into the row now if it is lower than the one it carries (every
+    /// later report keeps it); never raises it. Returns whether it was lowered.
+    pub async fn lower_version(&self, version: i64) -> Result<bool, sqlx::Error> {
+        if self.version() <= version {
+            return Ok(false);
+        }
+        sqlx::query("UPDATE services SET version = ? WHERE id = ?")
+            .bind(version)
+            .bind(self.id)
+            .execute(&self.pool)
+            .await?;
+        self.version.fetch_min(version, Ordering::Relaxed);
+        Ok(true)
     }
 
     async fn find(pool: &MySqlPool, host: &str) -> Result<Option<i64>, sqlx::Error> {
@@ -320,7 +337,7 @@ impl ServiceRow {
             "UPDATE services SET report_count = report_count + 1, last_seen_up = UTC_TIMESTAMP(), \
              updated_at = UTC_TIMESTAMP(), version = ? WHERE id = ?",
         )
-        .bind(self.version)
+        .bind(self.version())
         .bind(self.id)
         .execute(&self.pool)
         .await?;

@@ -324,7 +324,7 @@ async fn row_takes_the_control_planes_version_so_its_scheduler_can_come_back() {
     let row = ServiceRow::register(main.clone(), HOST, chosen.version)
         .await
         .expect("register at the control plane's version");
-    assert_eq!(row.version, 67);
+    assert_eq!(row.version(), 67);
     row.report().await.expect("report");
     let version: i64 = sqlx::query_scalar(
         "SELECT version FROM services WHERE host = ? AND `binary` = 'nova-scheduler'",
@@ -377,5 +377,28 @@ async fn row_takes_the_control_planes_version_so_its_scheduler_can_come_back() {
     assert_eq!(
         (chosen.version, chosen.source),
         (SERVICE_VERSION, VersionSource::Default)
+    );
+
+    // A daemon that started on such empty databases registered at nova 34's version;
+    // the first rows of a 2024.1 control plane lower it (through a clone, as the daemon
+    // does beside the heartbeat), and nothing raises it again.
+    let row = ServiceRow::register(main.clone(), HOST, SERVICE_VERSION)
+        .await
+        .expect("register at nova 34's version");
+    let follower = row.clone();
+    assert!(follower.lower_version(67).await.expect("lower"));
+    assert!(!follower.lower_version(70).await.expect("not raised"));
+    row.report().await.expect("report");
+    let version: i64 = sqlx::query_scalar(
+        "SELECT version FROM services WHERE host = ? AND `binary` = 'nova-scheduler' AND deleted = 0",
+    )
+    .bind(HOST)
+    .fetch_one(&main)
+    .await
+    .expect("row");
+    assert_eq!((row.version(), version), (67, 67));
+    assert_eq!(
+        nova_release_can_take_over(&venv, &dir, HOST, 67).await,
+        "STARTED 67"
     );
 }
