@@ -3,7 +3,8 @@
 # that release, the release's own nova-scheduler starts again on the same host.
 #
 #   scripts/wayback.sh venv RELEASE...   build or find each release's venv (prints paths)
-#   scripts/wayback.sh test RELEASE...   the proof, per release (2024.1, 2025.1)
+#   scripts/wayback.sh test RELEASE...   the proof, per release (2024.1, 2025.1; 2026.2 is
+#                                        nova 34 itself, from requirements/python.txt)
 #
 # Per release, in private databases nsrs_wb_<release>_{api,cell0,cell1} and the vhost
 # nsrs_wb_<release> (dropped and recreated), with one nova.conf every service reads:
@@ -20,7 +21,9 @@
 #      (its heartbeat moves report_count), log no ServiceTooOld, and leave the row at
 #      its own SERVICE_VERSION;
 #   5. the check can fail: the row set to 74 (what a daemon at nova 34's version
-#      leaves), that nova-scheduler must refuse with ServiceTooOld.
+#      leaves; 75 for nova 34 itself), that nova-scheduler must refuse with ServiceTooOld.
+# Step 4 after step 3 is the switch back to nova's scheduler; step 3 after step 2's
+# nova-scheduler is the switch over to this daemon again.
 # Release services run eventlet-patched, as they ship (OS_NOVA_DISABLE_EVENTLET_PATCHING
 # is unset for them). Venvs come from requirements/nova-<release>.txt, cached as
 # $NSRS_CACHE/venv-nova-<release>-<hash of that file and Python's version>.
@@ -35,6 +38,18 @@ WB=${NSRS_WB_STATE:-$NSRS_STATE/wayback}
 WB_HOST=nsrs-wayback
 # The newest service version this daemon speaks (src/state/service_row.rs).
 NEWEST_VERSION=74
+
+# The newest release is the pinned nova 34 of requirements/python.txt; the older ones
+# have requirements/nova-<release>.txt.
+NEWEST_RELEASE=2026.2
+wb_venv() { # wb_venv RELEASE: builds or finds its venv, prints its path
+    if [ "$1" = "$NEWEST_RELEASE" ]; then
+        (NSRS_RELEASE='' NSRS_REQUIREMENTS=$NSRS_REPO/requirements/python.txt &&
+            unset NSRS_VENV && nsrs_ensure_venv && echo "$NSRS_VENV")
+    else
+        nsrs_ensure_release_venv "$1"
+    fi
+}
 
 # A release's tools run as they ship: eventlet-patched.
 RELEASE_ENV=(env -u OS_NOVA_DISABLE_EVENTLET_PATCHING PYTHONWARNINGS=ignore)
@@ -149,6 +164,10 @@ report_count() { local n; n=$(row nova-scheduler report_count 2>/dev/null); echo
 
 row_is() { [ "$(row "$1" "$2" 2>/dev/null)" = "$3" ]; } # row_is BINARY COLUMN VALUE
 
+followed_first_rows() { # followed_first_rows VERSION: the daemon started first followed the conductor
+    row_is nova-scheduler version "$1" && grep -q "the first nova service rows appeared" "$LOGS/nova-scheduler-rs-first.log"
+}
+
 conductor_registered() { [ -n "$(row nova-conductor version 2>/dev/null)" ]; }
 
 # The release's nova-scheduler, started on what the previous step left; returns once
@@ -173,7 +192,7 @@ test_release() {
     DIR=$WB/$RELEASE
     LOGS=$DIR/logs
     CONF=$DIR/nova.conf
-    VENV=$(nsrs_ensure_release_venv "$RELEASE")
+    VENV=$(wb_venv "$RELEASE")
     local t0=$SECONDS own chosen count
     rm -rf "$DIR"
     mkdir -p "$LOGS" "$DIR/locks" "$DIR/nsrs-state"
@@ -195,15 +214,18 @@ test_release() {
     [ "$(row nova-scheduler version)" = "$NEWEST_VERSION" ] ||
         fail "with no service row, nova-scheduler-rs's row has version $(row nova-scheduler version), not $NEWEST_VERSION" "$LOGS/nova-scheduler-rs-first.log"
     start_bg nova-conductor "${RELEASE_ENV[@]}" "$VENV/bin/nova-conductor" --config-file "$CONF"
-    if ! wait_for 90 "the row lowered to $own" row_is nova-scheduler version "$own"; then
+    if ! wait_for 90 "conductor row" conductor_registered; then
         stop_bg nova-conductor
         stop_bg nova-scheduler-rs-first
-        fail "nova-scheduler-rs's row stayed at $(row nova-scheduler version) after its nova-conductor registered at $own" "$LOGS/nova-scheduler-rs-first.log"
+        fail "its nova-conductor registered no row" "$LOGS/nova-conductor.log"
+    fi
+    if ! wait_for 30 "the row at $own" followed_first_rows "$own"; then
+        stop_bg nova-conductor
+        stop_bg nova-scheduler-rs-first
+        fail "nova-scheduler-rs's row is at $(row nova-scheduler version) after its nova-conductor registered at $own, or it did not log the first service rows it followed" "$LOGS/nova-scheduler-rs-first.log"
     fi
     stop_bg nova-conductor
     stop_bg nova-scheduler-rs-first
-    grep -q "the first nova service rows appeared" "$LOGS/nova-scheduler-rs-first.log" ||
-        fail "nova-scheduler-rs did not log the first service rows it followed" "$LOGS/nova-scheduler-rs-first.log"
     run_release_scheduler nova-scheduler-first-back
     if grep -q ServiceTooOld "$LOGS/nova-scheduler-first-back.log" || ! alive nova-scheduler-first-back; then
         stop_bg nova-scheduler-first-back
@@ -252,12 +274,14 @@ test_release() {
         fail "the nova-scheduler row has version $(row nova-scheduler version), not $own" "$LOGS/nova-scheduler.log"
     nsrs_log "nova $RELEASE: nova-scheduler $own serves again (report_count $count, no ServiceTooOld)"
 
-    nsrs_log "nova $RELEASE: control: with the row at $NEWEST_VERSION, its nova-scheduler must refuse"
-    sql "UPDATE nsrs_wb_${TAG}_cell0.services SET version = $NEWEST_VERSION WHERE host = '$WB_HOST' AND \`binary\` = 'nova-scheduler'"
+    # A row newer than the release: what a daemon at nova 34's version leaves (75 for 34).
+    local newer=$((own < NEWEST_VERSION ? NEWEST_VERSION : own + 1))
+    nsrs_log "nova $RELEASE: control: with the row at $newer, its nova-scheduler must refuse"
+    sql "UPDATE nsrs_wb_${TAG}_cell0.services SET version = $newer WHERE host = '$WB_HOST' AND \`binary\` = 'nova-scheduler'"
     run_release_scheduler nova-scheduler-control
     stop_bg nova-scheduler-control
-    grep -q "ServiceTooOld\|older (v$own) than the minimum (v$NEWEST_VERSION)" "$LOGS/nova-scheduler-control.log" ||
-        fail "its nova-scheduler did not refuse a row at $NEWEST_VERSION: this check proves nothing" "$LOGS/nova-scheduler-control.log"
+    grep -q "ServiceTooOld\|older (v$own) than the minimum (v$newer)" "$LOGS/nova-scheduler-control.log" ||
+        fail "its nova-scheduler did not refuse a row at $newer: this check proves nothing" "$LOGS/nova-scheduler-control.log"
 
     drop_vhost_and_databases
     nsrs_log "nova $RELEASE: the way back is open ($((SECONDS - t0))s)"
@@ -278,7 +302,7 @@ venv)
     shift
     [ $# -gt 0 ] || nsrs_die "usage: $0 venv RELEASE..."
     for r in "$@"; do
-        nsrs_ensure_release_venv "$r"
+        wb_venv "$r"
     done
     ;;
 test)

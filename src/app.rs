@@ -675,10 +675,8 @@ async fn follow_first_service_rows(
         };
         let version = chosen.version.min(scheduling_as.service_version());
         match row.lower_version(version).await {
-            Ok(lowered) => {
-                if lowered {
-                    info!("the first nova service rows appeared: {chosen}");
-                }
+            Ok(_) => {
+                info!("the first nova service rows appeared: {chosen}");
                 match release::resolve(choice, Some(newest)) {
                     Ok(next) if next.series != scheduling_as => {
                         warn!(
