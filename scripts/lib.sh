@@ -7,7 +7,8 @@
 #   NSRS_STATE   generated config, logs, pidfiles                    [<repo>/.stack]
 #   NSRS_PYTHON  interpreter used to create the venv (3.11)          [python3]
 #   NSRS_VENV    use this ready venv instead of the cached one (e.g. in a container image;
-#                it must hold requirements/python.txt and the marker file .nsrs-complete)
+#                it must hold requirements/python.txt and the marker file .nsrs-complete);
+#                ignored with NSRS_RELEASE
 #   NSRS_RELEASE an older nova release (2024.1, 2025.1, 2026.1: requirements/nova-<release>.txt)
 #                whose own nova, Placement and tools the stack runs instead of the pinned
 #                nova 34 [unset: requirements/python.txt]
@@ -285,7 +286,9 @@ nsrs_ensure_keystone_venv() {
 }
 
 nsrs_ensure_venv() {
-    if [ -n "${NSRS_VENV:-}" ] && [ "$NSRS_VENV" != "$(nsrs_venv_path)" ]; then
+    # NSRS_VENV names nova 34's venv; an older release (NSRS_RELEASE) always takes its own,
+    # whatever NSRS_VENV a caller (.ci/run) exported.
+    if [ -z "$NSRS_RELEASE" ] && [ -n "${NSRS_VENV:-}" ] && [ "$NSRS_VENV" != "$(nsrs_venv_path)" ]; then
         [ -f "$NSRS_VENV/.nsrs-complete" ] || nsrs_die "NSRS_VENV=$NSRS_VENV is not a complete venv"
         export NSRS_VENV
         return 0

@@ -30,20 +30,11 @@ CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 # picks an older release's own).
 NOVA_VERSION_STRING = importlib.metadata.version("nova")
 NOVA_VERSION = tuple(int(p) for p in NOVA_VERSION_STRING.split(".")[:3] if p.isdigit())
-NEWEST_NOVA_MAJOR = 34
-# nova's major version -> its OpenStack release, and the release nova-scheduler-rs's
-# nova_release = auto picks for a cloud at that version (nova 30 shares 29's service
-# version 67, so such a cloud reads as 2024.1).
-RELEASE_OF_MAJOR = {29: "2024.1", 30: "2024.2", 31: "2025.1", 32: "2025.2", 33: "2026.1", 34: "2026.2"}
-AUTO_MAJOR = {30: 29}
-# nova's SERVICE_VERSION per major release (nova/objects/service.py of each).
-SERVICE_VERSION_OF_MAJOR = {28: 66, 29: 67, 30: 67, 31: 68, 32: 70, 33: 72, 34: 74}
-
-
-def scheduled_as_line():
-    """What nova-scheduler-rs logs at startup on a cloud of this run's nova release."""
-    major = AUTO_MAJOR.get(NOVA_VERSION[0], NOVA_VERSION[0])
-    return f"scheduling as nova {major} ({RELEASE_OF_MAJOR[major]})"
+# Each release's facts as read from its own code (data/nova-releases/, written by
+# scripts/release_facts.sh), by nova major version.
+RELEASE_FACTS = {int(f["nova"].split(".")[0]): f for f in (
+    json.loads(p.read_text()) for p in (REPO / "data" / "nova-releases").glob("*.json"))}
+NEWEST_NOVA_MAJOR = max(RELEASE_FACTS)
 PLACEMENT_MICROVERSION = "placement 1.36"
 # The ids nova-conductor would carry for one user; any ids work.
 PROJECT_ID = "c0c0c0c0c0c04c0c8c0c0c0c0c0c0c01"
@@ -405,3 +396,45 @@ class WeighModel:
                 problems.append(f"alternate {k + 1} has weight {w[alt]:.6f}, best left was {best:.6f}")
             remaining.remove(alt)
         return problems, remaining
+
+
+# --- the release the stack runs ------------------------------------------------
+
+def scheduled_as_line():
+    """What nova-scheduler-rs logs at startup on a cloud of this run's nova release:
+    nova_release = auto takes the oldest release with the cloud's service version
+    (nova 30 shares 29's 67, so such a cloud reads as 2024.1)."""
+    version = RELEASE_FACTS[NOVA_VERSION[0]]["service_version"]
+    major = min(m for m, f in RELEASE_FACTS.items() if f["service_version"] == version)
+    return f"scheduling as nova {major} ({RELEASE_FACTS[major]['series']})"
+
+
+def previous_service_version():
+    """The service version of the release before this run's (a compute not yet
+    upgraded); below the oldest release known here, one less than its own."""
+    major = NOVA_VERSION[0]
+    if major - 1 in RELEASE_FACTS:
+        return RELEASE_FACTS[major - 1]["service_version"]
+    return RELEASE_FACTS[major]["service_version"] - 1
+
+
+def owner_trait_min_compute_version():
+    """The compute service version this release's OWNER_NOVA request filter needs from
+    every compute (None: the release has no such filter)."""
+    return RELEASE_FACTS[NOVA_VERSION[0]]["request_filter_min_compute_versions"].get(
+        "MIN_COMPUTE_VERSION_OWNER_TRAIT")
+
+
+def assert_runs_as_this_release(cmd, log):
+    """The scheduler started as `cmd` (its log text `log`) runs as this run's release:
+    the reference nova-scheduler is that release's own, nova-scheduler-rs says it
+    schedules as it (nova_release = auto). With NSRS_RELEASE set, this run's nova must
+    be that release's."""
+    wanted = os.environ.get("NSRS_RELEASE")
+    if wanted:
+        assert RELEASE_FACTS[NOVA_VERSION[0]]["series"] == wanted, (
+            f"NSRS_RELEASE={wanted} but the tests run nova {NOVA_VERSION_STRING}")
+    if any(os.path.basename(t) == "nova-scheduler" for t in cmd):
+        assert f"(version {NOVA_VERSION_STRING})" in log, "the reference is another nova release"
+    else:
+        assert scheduled_as_line() in log, f"no '{scheduled_as_line()}' in the scheduler's log"
