@@ -648,10 +648,6 @@ async fn discover_hosts_periodically(
     }
 }
 
-/// SIGHUP: the logging options are applied again ([`crate::telemetry::reload`]);
-/// nova's `reset()` re-reads the cell mappings; the cache then re-reads every cell
-/// and the aggregates. The control plane's release is read again: a change (the
-/// conductors were upgraded) is logged, and taken at the next restart.
 /// Started when no database held a nova service row at startup (a cloud being
 /// installed, this daemon first): the row went in at the version of the release
 /// scheduled as, nova 34's under `auto`. Every `interval` the databases are read
@@ -699,6 +695,10 @@ async fn follow_first_service_rows(
     }
 }
 
+/// SIGHUP: the logging options are applied again ([`crate::telemetry::reload`]);
+/// nova's `reset()` re-reads the cell mappings; the cache then re-reads every cell
+/// and the aggregates. The control plane's release is read again: a change (the
+/// conductors were upgraded) is logged, and taken at the next restart.
 async fn reload_on_sighup(
     store: Arc<HostStateStore>,
     cache: Option<Arc<HostStateCache>>,

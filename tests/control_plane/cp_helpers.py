@@ -19,7 +19,7 @@ CP_STATE = Path(os.environ.get("NSRS_CP_STATE") or
                 Path(os.environ.get("NSRS_STATE") or REPO / ".stack") / "cp")
 # The nova release of every service here (the venv's), as the conformance tests name it.
 sys.path.insert(0, str(REPO / "tests" / "conformance"))
-from nsrs_helpers import NOVA_VERSION_STRING, scheduled_as_line  # noqa: E402,F401
+from nsrs_helpers import assert_runs_as_this_release  # noqa: E402,F401
 
 ENDPOINTS_FILE = CP_STATE / "endpoints.json"
 

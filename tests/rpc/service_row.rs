@@ -209,6 +209,17 @@ async fn exec(pool: &MySqlPool, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// The service version in HOST's live nova-scheduler row.
+async fn live_row_version(pool: &MySqlPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT version FROM services WHERE host = ? AND `binary` = 'nova-scheduler' AND deleted = 0",
+    )
+    .bind(HOST)
+    .fetch_one(pool)
+    .await
+    .expect("row")
+}
+
 fn insert_service(host: &str, binary: &str, version: i64, deleted: i64) -> String {
     let topic = binary.trim_start_matches("nova-");
     format!(
@@ -326,14 +337,11 @@ async fn row_takes_the_control_planes_version_so_its_scheduler_can_come_back() {
         .expect("register at the control plane's version");
     assert_eq!(row.version(), 67);
     row.report().await.expect("report");
-    let version: i64 = sqlx::query_scalar(
-        "SELECT version FROM services WHERE host = ? AND `binary` = 'nova-scheduler'",
-    )
-    .bind(HOST)
-    .fetch_one(&main)
-    .await
-    .expect("row");
-    assert_eq!(version, 67, "the heartbeat keeps the registered version");
+    assert_eq!(
+        live_row_version(&main).await,
+        67,
+        "the heartbeat keeps the registered version"
+    );
 
     // The release's own nova-scheduler starts on the row we left (nova's own Service
     // code at that release's SERVICE_VERSION); at 74 it would not have.
@@ -389,14 +397,7 @@ async fn row_takes_the_control_planes_version_so_its_scheduler_can_come_back() {
     assert!(follower.lower_version(67).await.expect("lower"));
     assert!(!follower.lower_version(70).await.expect("not raised"));
     row.report().await.expect("report");
-    let version: i64 = sqlx::query_scalar(
-        "SELECT version FROM services WHERE host = ? AND `binary` = 'nova-scheduler' AND deleted = 0",
-    )
-    .bind(HOST)
-    .fetch_one(&main)
-    .await
-    .expect("row");
-    assert_eq!((row.version(), version), (67, 67));
+    assert_eq!((row.version(), live_row_version(&main).await), (67, 67));
     assert_eq!(
         nova_release_can_take_over(&venv, &dir, HOST, 67).await,
         "STARTED 67"
