@@ -165,7 +165,8 @@ report_count() { local n; n=$(row nova-scheduler report_count 2>/dev/null); echo
 row_is() { [ "$(row "$1" "$2" 2>/dev/null)" = "$3" ]; } # row_is BINARY COLUMN VALUE
 
 followed_first_rows() { # followed_first_rows VERSION: the daemon started first followed the conductor
-    row_is nova-scheduler version "$1" && grep -q "the first nova service rows appeared" "$LOGS/nova-scheduler-rs-first.log"
+    row_is nova-scheduler version "$1" &&
+        grep -q "the first nova service rows appeared: .*scheduling as nova [0-9]* ($RELEASE)" "$LOGS/nova-scheduler-rs-first.log"
 }
 
 conductor_registered() { [ -n "$(row nova-conductor version 2>/dev/null)" ]; }

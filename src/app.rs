@@ -4,7 +4,9 @@
 
 use crate::config::{Config, DbUrl};
 use crate::filters::{build_chain, FilterConfig};
-use crate::manager::{ManagerEndpoint, ManagerOptions, PrefilterOptions, SchedulerManager};
+use crate::manager::{
+    ManagerEndpoint, ManagerOptions, PrefilterOptions, Profile, SchedulerManager,
+};
 use crate::notifications::{NotificationSink, Notifier, NotifierSettings};
 use crate::observe::health::{Health, ReadinessBounds, SystemdNotifier};
 use crate::observe::listener;
@@ -25,6 +27,7 @@ use tracing::{error, info, warn};
 
 mod db_wait;
 pub mod preflight;
+mod release_follow;
 pub mod shadow;
 pub use db_wait::{ConnectError, DbTarget};
 pub use preflight::{Prepared, Refusal, RefusalKind, Refused};
@@ -284,6 +287,7 @@ pub async fn run(
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    let config = Arc::new(config);
     let Prepared {
         mut scheduler,
         state: state_options,
@@ -357,6 +361,7 @@ pub async fn run(
             "pipeline built as {release}"
         );
     }
+    let profile = profile(&config, scheduler, prefilters);
     for warning in release_warnings(&config, release) {
         warn!("{warning}");
     }
@@ -372,16 +377,8 @@ pub async fn run(
     let service_row =
         ServiceRow::register(main_pool.clone(), &config.default.host, version.version).await?;
     let report_interval = Duration::from_secs(config.default.report_interval.max(1));
-    let follower = version.source.newest().is_none().then(|| {
-        tokio::spawn(follow_first_service_rows(
-            Arc::clone(&store),
-            service_row.clone(),
-            config.nova_scheduler_rs.nova_release,
-            release,
-            report_interval,
-        ))
-    });
-    let heartbeat = tokio::spawn(service_row.heartbeat(report_interval));
+    let no_service_row_yet = version.source.newest().is_none();
+    let heartbeat = tokio::spawn(service_row.clone().heartbeat(report_interval));
     let placement = Arc::new(PlacementClient::new(placement_options)?);
     // A Placement that refuses every request (client certificate, credentials) must
     // not look ready; startup goes on, as a Placement outage is waited out.
@@ -396,10 +393,10 @@ pub async fn run(
         Arc::clone(&health),
     )));
     let mut manager = SchedulerManager::new(
-        scheduler,
+        profile,
         Arc::clone(&store),
         placement,
-        manager_options(&config, prefilters),
+        manager_options(&config),
     );
     let recorder = match &config.nova_scheduler_rs.record_calls {
         Some(path) => {
@@ -425,13 +422,20 @@ pub async fn run(
             period,
         )));
     }
-    background.push(tokio::spawn(reload_on_sighup(
-        store,
-        cache,
-        release,
-        config.nova_scheduler_rs.nova_release,
-    )));
     let manager = Arc::new(manager);
+    let follower = Arc::new(release_follow::ReleaseFollower::new(
+        Arc::clone(&config),
+        Arc::clone(&manager),
+        store,
+        service_row,
+        release,
+    ));
+    background.push(tokio::spawn(Arc::clone(&follower).reload_on_sighup(cache)));
+    if no_service_row_yet {
+        background.push(tokio::spawn(
+            follower.await_first_service_rows(report_interval),
+        ));
+    }
     let _ = explainer.set(Arc::clone(&manager) as Arc<dyn listener::Explainer>);
     // The RPC server appends nova's `baseapi` endpoint (and oslo's ping when enabled).
     let endpoints: Vec<Arc<dyn Endpoint>> = vec![Arc::new(ManagerEndpoint(manager))];
@@ -440,7 +444,7 @@ pub async fn run(
         publisher.close(Duration::from_secs(5)).await;
     }
     heartbeat.abort();
-    for task in background.into_iter().chain(observers).chain(follower) {
+    for task in background.into_iter().chain(observers) {
         task.abort();
     }
     // The recording's last records and gzip trailer, before the process exits.
@@ -470,15 +474,11 @@ fn open_recorder(
 }
 
 /// The manager's options from nova.conf.
-fn manager_options(config: &Config, prefilters: PrefilterOptions) -> ManagerOptions {
-    let image_props_weigher = prefilters.release.has(Behaviour::ImagePropertiesWeigher);
+fn manager_options(config: &Config) -> ManagerOptions {
     ManagerOptions {
         max_placement_results: config.scheduler.max_placement_results,
         default_availability_zone: config.default.default_availability_zone.clone(),
         rng_seed: None,
-        prefilters,
-        load_instance_system_metadata: image_props_weigher
-            && config.filter_scheduler.image_props_weight_multiplier != 0.0,
         indexed_decision: config.nova_scheduler_rs.indexed_decision,
         read_allocations_ahead: config.nova_scheduler_rs.read_allocations_ahead,
         max_instances_per_request: config.guards.max_instances_per_request,
@@ -648,100 +648,6 @@ async fn discover_hosts_periodically(
     }
 }
 
-/// Started when no database held a nova service row at startup (a cloud being
-/// installed, this daemon first): the row went in at the version of the release
-/// scheduled as, nova 34's under `auto`. Every `interval` the databases are read
-/// again; the first nova service rows found lower the row to their release's version
-/// (never above the release scheduled as), so that release's own nova-scheduler can
-/// take the host back, and the log says which release the next start schedules as.
-async fn follow_first_service_rows(
-    store: Arc<HostStateStore>,
-    row: ServiceRow,
-    choice: ReleaseChoice,
-    scheduling_as: NovaSeries,
-    interval: Duration,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let chosen = service_row::choose_version(&store.newest_service_versions().await);
-        let Some(newest) = chosen.source.newest() else {
-            continue;
-        };
-        let version = chosen.version.min(scheduling_as.service_version());
-        match row.lower_version(version).await {
-            Ok(_) => {
-                info!("the first nova service rows appeared: {chosen}");
-                match release::resolve(choice, Some(newest)) {
-                    Ok(next) if next.series != scheduling_as => {
-                        warn!(
-                            "the control plane reads as {}; still scheduling as {scheduling_as} \
-                             until nova-scheduler-rs is restarted",
-                            next.series
-                        )
-                    }
-                    Ok(_) => {}
-                    Err(too_old) => {
-                        error!("{too_old}; keep nova's own nova-scheduler on this cloud")
-                    }
-                }
-                return;
-            }
-            Err(e) => {
-                warn!(error = %e, "could not lower the nova-scheduler service row's version; trying again")
-            }
-        }
-    }
-}
-
-/// SIGHUP: the logging options are applied again ([`crate::telemetry::reload`]);
-/// nova's `reset()` re-reads the cell mappings; the cache then re-reads every cell
-/// and the aggregates. The control plane's release is read again: a change (the
-/// conductors were upgraded) is logged, and taken at the next restart.
-async fn reload_on_sighup(
-    store: Arc<HostStateStore>,
-    cache: Option<Arc<HostStateCache>>,
-    release: NovaSeries,
-    choice: ReleaseChoice,
-) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("cannot listen for SIGHUP; cell mappings reload only at restart");
-            return;
-        };
-        while hup.recv().await.is_some() {
-            // oslo.log's mutable options (debug, default_log_levels); the log file is
-            // reopened.
-            crate::telemetry::reload();
-            info!("SIGHUP: reloading cell mappings and host states");
-            match &cache {
-                Some(cache) => cache.reset().await,
-                None => store.reload_cells().await,
-            }
-            if choice == ReleaseChoice::Auto {
-                let readings = store.newest_service_versions().await;
-                let newest = service_row::choose_version(&readings).source.newest();
-                match release::resolve(choice, newest) {
-                    Ok(now) if now.series != release => warn!(
-                        "SIGHUP: the control plane now reads as {}; still scheduling as \
-                         {release} until nova-scheduler-rs is restarted",
-                        now.series
-                    ),
-                    Ok(_) => info!("SIGHUP: still scheduling as {release}"),
-                    Err(e) => warn!("SIGHUP: {e}; still scheduling as {release}"),
-                }
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (store, cache, release, choice);
-    }
-}
-
 /// Options set in nova.conf that `release`'s nova does not have: it ignores them, as
 /// nova ignores any option it does not register, and so does this daemon.
 pub fn release_warnings(config: &Config, release: NovaSeries) -> Vec<String> {
@@ -760,6 +666,31 @@ pub fn release_warnings(config: &Config, release: NovaSeries) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// What the manager decides as when the cloud is `release`: the pipeline
+/// (`scheduler`) and request filters (`prefilters`) built as that release.
+pub(crate) fn profile(
+    config: &Config,
+    scheduler: Scheduler,
+    prefilters: PrefilterOptions,
+) -> Profile {
+    let image_props_weigher = prefilters.release.has(Behaviour::ImagePropertiesWeigher);
+    Profile {
+        scheduler,
+        prefilters,
+        load_instance_system_metadata: image_props_weigher
+            && config.filter_scheduler.image_props_weight_multiplier != 0.0,
+    }
+}
+
+/// The profile of `release` built from nova.conf.
+pub(crate) fn profile_as(config: &Config, release: NovaSeries) -> Result<Profile, AppError> {
+    Ok(profile(
+        config,
+        build_scheduler_as(config, release)?,
+        prefilter_options_as(config, release)?,
+    ))
 }
 
 /// The request filters' options, as the configured release; refuses the ones this
@@ -999,7 +930,12 @@ mod tests {
             .weighers
             .names()
             .contains(&"ImagePropertiesWeigher"));
-        let manager = manager_options(&config, prefilter_options(&config).expect("prefilters"));
-        assert!(!manager.load_instance_system_metadata);
+        let profile = profile_as(&config, NovaSeries::V2024_1).expect("profile");
+        assert!(!profile.load_instance_system_metadata);
+        assert!(
+            profile_as(&config, NovaSeries::V2025_1)
+                .expect("profile")
+                .load_instance_system_metadata
+        );
     }
 }

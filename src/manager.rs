@@ -67,7 +67,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::{Map, Value};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use tracing::{info_span, warn, Instrument};
 
 /// Options the manager reads, from nova.conf.
@@ -79,11 +79,6 @@ pub struct ManagerOptions {
     pub default_availability_zone: String,
     /// Seed for `host_subset_size` / shuffle randomness; `None` = from entropy.
     pub rng_seed: Option<u64>,
-    /// The request filters' options and `[workarounds] disable_fallback_pcpu_query`.
-    pub prefilters: PrefilterOptions,
-    /// Read the instances' system metadata for ImagePropertiesWeigher (only when
-    /// `image_props_weight_multiplier` is not 0.0; nova's weigher reads nothing then).
-    pub load_instance_system_metadata: bool,
     /// `[nova_scheduler_rs] indexed_decision`: with the warm cache, decide over its
     /// table of host states (`Scheduler::schedule_table`) instead of a copy of
     /// every candidate's state.
@@ -98,8 +93,28 @@ pub struct ManagerOptions {
     pub decision_ring_size: usize,
 }
 
+/// What the manager decides as: one nova release's filters, weighers and request
+/// filters. A call decides with the profile it started with; the daemon replaces the
+/// whole profile ([`SchedulerManager::set_profile`]) when the cloud's release changes.
+pub struct Profile {
+    pub scheduler: Scheduler,
+    /// The request filters' options (with the release) and `[workarounds]
+    /// disable_fallback_pcpu_query`.
+    pub prefilters: PrefilterOptions,
+    /// Read the instances' system metadata for ImagePropertiesWeigher (only when
+    /// `image_props_weight_multiplier` is not 0.0; nova's weigher reads nothing then).
+    pub load_instance_system_metadata: bool,
+}
+
+impl Profile {
+    /// The release decided as.
+    pub fn release(&self) -> crate::release::NovaSeries {
+        self.prefilters.release
+    }
+}
+
 pub struct SchedulerManager {
-    scheduler: Scheduler,
+    profile: RwLock<Arc<Profile>>,
     store: Arc<HostStateStore>,
     placement: Arc<PlacementClient>,
     options: ManagerOptions,
@@ -142,7 +157,7 @@ pub struct ShadowDecision {
 
 impl SchedulerManager {
     pub fn new(
-        scheduler: Scheduler,
+        profile: Profile,
         store: Arc<HostStateStore>,
         placement: Arc<PlacementClient>,
         options: ManagerOptions,
@@ -155,14 +170,13 @@ impl SchedulerManager {
             candidate_source: Arc::new(AskPlacement(Arc::clone(&placement))),
             host_state_source: Box::new(ReadPerRequest {
                 store: Arc::clone(&store),
-                system_metadata: options.load_instance_system_metadata,
             }),
             claim_path: Box::new(ClaimPerInstance {
                 read_ahead: options.read_allocations_ahead,
             }),
             decisions: explain::DecisionRing::new(options.decision_ring_size),
             read_only: false,
-            scheduler,
+            profile: RwLock::new(Arc::new(profile)),
             store,
             placement,
             options,
@@ -171,6 +185,16 @@ impl SchedulerManager {
             notifier: None,
             recorder: None,
         }
+    }
+
+    /// The profile calls now start with.
+    pub fn profile(&self) -> Arc<Profile> {
+        Arc::clone(&self.profile.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Calls from now on decide as `profile`; calls in flight finish with theirs.
+    pub fn set_profile(&self, profile: Profile) {
+        *self.profile.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(profile);
     }
 
     /// Records every `select_destinations` call that comes over RPC, and its answer.
@@ -187,13 +211,10 @@ impl SchedulerManager {
 
     /// Serves host states from `cache` (which must share this manager's store).
     pub fn with_cache(mut self, cache: Arc<HostStateCache>) -> Self {
-        let system_metadata = self.options.load_instance_system_metadata;
         self.host_state_source = Box::new(FromCache {
             cache: Arc::clone(&cache),
             store: Arc::clone(&self.store),
-            // The table has no system metadata; requests that need it get copies.
-            table: self.options.indexed_decision && !system_metadata,
-            system_metadata,
+            table: self.options.indexed_decision,
         });
         self.cache = Some(cache);
         self
@@ -288,7 +309,8 @@ impl SchedulerManager {
             candidates: self.candidate_source.counts(),
             claims: self.claim_path.totals(),
         };
-        call.finish(result, &self.decisions, self.rerun(), totals)
+        let profile = self.profile();
+        call.finish(result, &self.decisions, self.rerun(&profile), totals)
             .await;
     }
 
@@ -314,7 +336,8 @@ impl SchedulerManager {
             .as_ref()
             .map(|s| s.ignore_hosts.clone())
             .unwrap_or_default();
-        let account = self.rerun().account(trace).await;
+        let profile = self.profile();
+        let account = self.rerun(&profile).account(trace).await;
         self.finish_call(call, &result).await;
         ShadowDecision {
             answers: answers_of(&result, &instance_uuids),
@@ -340,16 +363,23 @@ impl SchedulerManager {
             return_objects,
             return_alternates,
         } = self.decode(args)?;
-        let mut notice = Notice::new(self.notifier.as_deref(), args, &spec);
+        let profile = self.profile();
+        let mut notice = Notice::new(self.notifier.as_deref(), args, &spec, profile.release());
         call.instances(instance_uuids.as_deref());
         let request_id = ctx.global_request_id().or(ctx.request_id());
         call.lap(Phase::Decode);
 
-        self.request_filters(&mut spec).await?;
+        self.request_filters(&profile, &mut spec).await?;
         call.lap(Phase::RequestFilters);
 
         let mut asked = self
-            .candidates(&mut spec, instance_uuids.as_deref(), request_id, delivery)
+            .candidates(
+                &profile,
+                &mut spec,
+                instance_uuids.as_deref(),
+                request_id,
+                delivery,
+            )
             .await?;
         call.candidates(asked.seen.take());
         if asked.found_none() {
@@ -365,7 +395,7 @@ impl SchedulerManager {
         let cell = target_cell(&spec);
         let now = Utc::now();
         let mut hosts = self
-            .host_states(&mut spec, &mut asked, cell.as_deref(), now, call)
+            .host_states(&profile, &mut spec, &mut asked, cell.as_deref(), now, call)
             .await?;
         call.lap(Phase::HostStates);
 
@@ -380,7 +410,7 @@ impl SchedulerManager {
             now,
         };
         let scheduled = self
-            .decider(ctx, delivery)
+            .decider(&profile, ctx, delivery)
             .schedule(&mut hosts, request, asked.claims, cell.as_deref())
             .await;
         call.lap(Phase::Schedule);
@@ -409,11 +439,15 @@ impl SchedulerManager {
     }
 
     /// nova's request filters (`request_filter.process_reqspec`); none on a rebuild.
-    async fn request_filters(&self, spec: &mut RequestSpec) -> Result<(), RemoteError> {
+    async fn request_filters(
+        &self,
+        profile: &Profile,
+        spec: &mut RequestSpec,
+    ) -> Result<(), RemoteError> {
         if spec.is_rebuild() {
             return Ok(());
         }
-        request_filter::process(spec, &*self.store, &self.options.prefilters)
+        request_filter::process(spec, &*self.store, &profile.prefilters)
             .await
             .map_err(request_filter::PrefilterError::into_remote)
     }
@@ -423,6 +457,7 @@ impl SchedulerManager {
     /// the claims read them. Nothing is asked on a rebuild.
     async fn candidates(
         &self,
+        profile: &Profile,
         spec: &mut RequestSpec,
         instance_uuids: Option<&[String]>,
         global_request_id: Option<&str>,
@@ -442,8 +477,8 @@ impl SchedulerManager {
             spec,
             &self.store,
             self.candidate_source.as_ref(),
-            &self.query_options(),
-            &self.options.prefilters,
+            &self.query_options(profile),
+            &profile.prefilters,
             global_request_id,
         )
         .await
@@ -472,13 +507,14 @@ impl SchedulerManager {
     /// rebuild), each with its allocation requests, and the server group's hosts.
     async fn host_states(
         &self,
+        profile: &Profile,
         spec: &mut RequestSpec,
         asked: &mut Asked,
         cell: Option<&str>,
         now: chrono::DateTime<Utc>,
         call: &mut Call,
     ) -> Result<RequestHosts, RemoteError> {
-        call.request(spec, cell, asked.found.as_ref(), &self.scheduler);
+        call.request(spec, cell, asked.found.as_ref(), &profile.scheduler);
         let hosts = self
             .host_state_source
             .host_states(
@@ -486,6 +522,7 @@ impl SchedulerManager {
                 cell,
                 now,
                 asked.found.take(),
+                profile.load_instance_system_metadata,
             )
             .await?;
         self.store.load_unset_group_hosts(spec).await.map_err(|e| {
@@ -494,32 +531,38 @@ impl SchedulerManager {
         Ok(hosts)
     }
 
-    fn query_options(&self) -> query::QueryOptions {
+    fn query_options(&self, profile: &Profile) -> query::QueryOptions {
         query::QueryOptions {
             max_placement_results: self.options.max_placement_results,
-            release: self.options.prefilters.release,
+            release: profile.release(),
         }
     }
 
-    fn decider<'a>(&'a self, ctx: &'a RequestContext, delivery: Delivery) -> Decider<'a> {
+    fn decider<'a>(
+        &'a self,
+        profile: &'a Profile,
+        ctx: &'a RequestContext,
+        delivery: Delivery,
+    ) -> Decider<'a> {
         Decider {
             ctx,
             delivery,
-            scheduler: &self.scheduler,
+            scheduler: &profile.scheduler,
             placement: &self.placement,
             store: &self.store,
             candidate_source: self.candidate_source.as_ref(),
             host_state_source: self.host_state_source.as_ref(),
             claim_path: self.claim_path.as_ref(),
-            query_options: self.query_options(),
-            prefilters: &self.options.prefilters,
+            query_options: self.query_options(profile),
+            prefilters: &profile.prefilters,
+            system_metadata: profile.load_instance_system_metadata,
             rng: &self.rng,
         }
     }
 
-    fn rerun(&self) -> Rerun<'_> {
+    fn rerun<'a>(&'a self, profile: &'a Profile) -> Rerun<'a> {
         Rerun {
-            scheduler: &self.scheduler,
+            scheduler: &profile.scheduler,
             hosts: self.host_state_source.as_ref(),
         }
     }
@@ -689,7 +732,10 @@ impl Asked {
 
 impl Explainer for SchedulerManager {
     fn explain<'a>(&'a self, query: DecisionQuery) -> BoxFuture<'a, Option<Value>> {
-        Box::pin(self.decisions.answer(query, self.rerun()))
+        Box::pin(async move {
+            let profile = self.profile();
+            self.decisions.answer(query, self.rerun(&profile)).await
+        })
     }
 }
 

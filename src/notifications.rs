@@ -325,7 +325,7 @@ mod tests {
         ] {
             let sink = Arc::new(Capture::default());
             let n = Notifier::new(settings(&drivers, format), Some(sink.clone()));
-            let mut s = NotifiedSpec::new(spec.clone());
+            let mut s = NotifiedSpec::new(spec.clone(), crate::release::NovaSeries::NEWEST);
             n.select_destinations(&RequestContext::default(), &mut s, Phase::Start);
             let got: Vec<String> = sink.0.lock().unwrap().iter().map(|x| x.0.clone()).collect();
             assert_eq!(got, expect, "{format} {drivers:?}");
@@ -344,7 +344,10 @@ mod tests {
         assert_eq!(unsupported, vec!["routing"]);
         let sink = Arc::new(Capture::default());
         let n = Notifier::new(s, Some(sink.clone()));
-        let mut spec = NotifiedSpec::new(serde_json::json!({"nova_object.data": {}}));
+        let mut spec = NotifiedSpec::new(
+            serde_json::json!({"nova_object.data": {}}),
+            crate::release::NovaSeries::NEWEST,
+        );
         n.select_destinations(&RequestContext::default(), &mut spec, Phase::End);
         let sent = sink.0.lock().unwrap();
         assert_eq!(sent[0].1["publisher_id"], "scheduler.h1");

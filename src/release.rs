@@ -36,6 +36,10 @@ pub struct NovaRelease {
     /// The nova release the facts were read from (the series' newest).
     pub read_from: &'static str,
     pub service_version: i64,
+    /// `ImageMetaPropsPayload.VERSION`: the one object version of what the scheduler
+    /// sends or answers that differs between these releases (it follows
+    /// `ImageMetaProps`, whose fields it copies).
+    pub image_meta_props_payload: &'static str,
 }
 
 const fn release(
@@ -44,6 +48,7 @@ const fn release(
     name: &'static str,
     read_from: &'static str,
     service_version: i64,
+    image_meta_props_payload: &'static str,
 ) -> NovaRelease {
     NovaRelease {
         series,
@@ -51,18 +56,20 @@ const fn release(
         name,
         read_from,
         service_version,
+        image_meta_props_payload,
     }
 }
 
 /// Every series this daemon has a profile for, oldest first. Service versions:
-/// `SERVICE_VERSION` in nova/objects/service.py of each release.
+/// `SERVICE_VERSION` in nova/objects/service.py of each release; payload versions in
+/// nova/notifications/objects/image.py.
 pub const NOVA_RELEASES: &[NovaRelease] = &[
-    release(NovaSeries::V2024_1, 29, "2024.1", "29.4.0", 67),
-    release(NovaSeries::V2024_2, 30, "2024.2", "30.3.0", 67),
-    release(NovaSeries::V2025_1, 31, "2025.1", "31.3.1", 68),
-    release(NovaSeries::V2025_2, 32, "2025.2", "32.2.1", 70),
-    release(NovaSeries::V2026_1, 33, "2026.1", "33.0.2", 72),
-    release(NovaSeries::V2026_2, 34, "2026.2", "34.0.0", 74),
+    release(NovaSeries::V2024_1, 29, "2024.1", "29.4.0", 67, "1.13"),
+    release(NovaSeries::V2024_2, 30, "2024.2", "30.3.0", 67, "1.14"),
+    release(NovaSeries::V2025_1, 31, "2025.1", "31.3.1", 68, "1.15"),
+    release(NovaSeries::V2025_2, 32, "2025.2", "32.2.1", 70, "1.18"),
+    release(NovaSeries::V2026_1, 33, "2026.1", "33.0.2", 72, "1.18"),
+    release(NovaSeries::V2026_2, 34, "2026.2", "34.0.0", 74, "1.20"),
 ];
 
 /// The newest series: what a test or tool without a cloud decides as.

@@ -1852,6 +1852,8 @@ async fn metrics_health_and_readiness_over_http() {
 /// `debug`: Placement is unreachable and there is no compute host, so the calls
 /// fail, which is all this needs (RabbitMQ and the nova schema only).
 struct LogRig {
+    /// The nova databases' names: `{prefix}_api`, `{prefix}_cell0`, `{prefix}_cell1`.
+    prefix: String,
     dir: std::path::PathBuf,
     conf: std::path::PathBuf,
     vhost: String,
@@ -1890,6 +1892,7 @@ impl LogRig {
         let conf = dir.join("nova.conf");
         std::fs::write(&conf, &text).unwrap();
         LogRig {
+            prefix,
             dir,
             conf,
             vhost,
@@ -2074,6 +2077,124 @@ async fn oslo_log_json_file_and_sighup_debug_without_a_restart() {
     let stderr = std::fs::read_to_string(rig.dir.join("stderr.log")).unwrap();
     assert!(stderr.trim().is_empty(), "lines went to stderr:\n{stderr}");
     json_lines(&log);
+    drop(daemon);
+    rig.finish();
+}
+
+/// The release followed live, in one process: started before any nova service
+/// (`nova_release = auto`), the daemon schedules as nova 34 with its row at 74; a
+/// 2024.1 conductor registering makes it schedule as nova 29 (the pipeline without
+/// ImagePropertiesWeigher) with its row at 67, within a report interval; the conductor
+/// upgraded (its row at 74) and a SIGHUP make it schedule as nova 34 again, row 74.
+/// A call is answered after each switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_is_followed_live_from_the_first_rows_and_on_sighup() {
+    let rig = LogRig::new("release").await;
+    let main = MySqlPool::connect(&nova_schema::sqlx_url(&format!("{}_cell0", rig.prefix)))
+        .await
+        .expect("main database");
+    main.execute("DELETE FROM services").await.expect("no rows");
+    let log = rig.dir.join("scheduler.json.log");
+    let daemon = rig.start(&["--log-file", &log.to_string_lossy(), "--use-json"], &log);
+    let row_version = || async {
+        sqlx::query_scalar::<_, i32>(
+            "SELECT version FROM services WHERE `binary` = 'nova-scheduler' AND deleted = 0",
+        )
+        .fetch_one(&main)
+        .await
+        .expect("our row")
+    };
+    assert_eq!(row_version().await, 74, "no nova service row: nova 34's");
+    let said = |start: &str| -> Vec<Value> {
+        json_lines(&log)
+            .into_iter()
+            .filter(|l| l["message"].as_str().unwrap().starts_with(start))
+            .collect()
+    };
+    let weighers = |line: &Value| {
+        line["extra"]["weighers"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut client = TestClient::on(&rig.amqp).await;
+
+    main.execute(
+        "INSERT INTO services (created_at, host, `binary`, topic, report_count, disabled, \
+         deleted, uuid, version, forced_down) VALUES (UTC_TIMESTAMP(), 'ctl-1', \
+         'nova-conductor', 'conductor', 0, 0, 0, UUID(), 67, 0)",
+    )
+    .await
+    .expect("a 2024.1 conductor");
+    wait_until("the first rows followed", 15, || {
+        !said("the first nova service rows appeared: scheduling as nova 29 (2024.1)").is_empty()
+    })
+    .await;
+    let switched = said("the first nova service rows appeared: scheduling as nova 29 (2024.1)");
+    assert!(
+        switched[0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("from now on (was nova 34 (2026.2))"),
+        "{switched:?}"
+    );
+    assert!(
+        !weighers(&switched[0]).contains("ImagePropertiesWeigher"),
+        "{switched:?}"
+    );
+    assert!(
+        weighers(&switched[0]).contains("RAMWeigher"),
+        "{switched:?}"
+    );
+    wait_until("the row at 67", 5, || {
+        !said("the first nova service rows appeared: nova-scheduler service row version 67")
+            .is_empty()
+    })
+    .await;
+    assert_eq!(row_version().await, 67);
+    assert_eq!(
+        failure_of(&rig.call(&mut client).await)["class"],
+        "NoValidHost",
+        "answered as nova 29"
+    );
+
+    main.execute("UPDATE services SET version = 74 WHERE `binary` = 'nova-conductor'")
+        .await
+        .expect("the conductor upgraded");
+    LogRig::hup(&daemon);
+    wait_until("SIGHUP followed", 15, || {
+        !said("SIGHUP: scheduling as nova 34 (2026.2)").is_empty()
+    })
+    .await;
+    let switched = said("SIGHUP: scheduling as nova 34 (2026.2)");
+    assert!(
+        switched[0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("from now on (was nova 29 (2024.1))"),
+        "{switched:?}"
+    );
+    assert!(
+        weighers(&switched[0]).contains("ImagePropertiesWeigher"),
+        "{switched:?}"
+    );
+    wait_until("the row at 74", 5, || {
+        !said("SIGHUP: nova-scheduler service row version 74").is_empty()
+    })
+    .await;
+    assert_eq!(row_version().await, 74);
+    assert_eq!(
+        failure_of(&rig.call(&mut client).await)["class"],
+        "NoValidHost",
+        "answered as nova 34"
+    );
+    // A second SIGHUP with nothing changed says so and changes nothing.
+    LogRig::hup(&daemon);
+    wait_until("SIGHUP again", 15, || {
+        !said("SIGHUP: still scheduling as nova 34 (2026.2)").is_empty()
+    })
+    .await;
+    assert_eq!(said("SIGHUP: nova-scheduler service row version").len(), 1);
     drop(daemon);
     rig.finish();
 }

@@ -121,10 +121,10 @@ pub async fn run(
     }
     health.placement(placement.problem());
     let manager = SchedulerManager::new(
-        scheduler,
+        super::profile(&config, scheduler, prefilters),
         Arc::clone(&store),
         Arc::clone(&placement),
-        manager_options(&config, prefilters),
+        manager_options(&config),
     )
     .read_only();
     // nova's host manager builds its host states afresh for each request (what it

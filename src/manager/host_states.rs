@@ -104,13 +104,15 @@ pub(super) fn index_by_provider(
 pub(super) trait HostStateSource: Send + Sync {
     /// Step 7: the host states of `uuids` (every node when `None`) in `cell` (every
     /// cell when `None`), each with the allocation candidates (Placement's list,
-    /// moved in) that allocate from it.
+    /// moved in) that allocate from it; with `system_metadata`, the instances' system
+    /// metadata attached (ImagePropertiesWeigher reads it).
     fn host_states<'a>(
         &'a self,
         uuids: Option<&'a [String]>,
         cell: Option<&'a str>,
         now: DateTime<Utc>,
         candidates: Option<Vec<AllocationCandidate>>,
+        system_metadata: bool,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>>;
 
     /// Copies of the states of `uuids` in `cell` as they are now, without
@@ -140,8 +142,6 @@ pub(super) fn consumption(flavor: &Flavor) -> Consumption {
 /// nova's way: copies read from the cell databases for each request.
 pub(super) struct ReadPerRequest {
     pub store: Arc<HostStateStore>,
-    /// Attach the instances' system metadata (ImagePropertiesWeigher reads it).
-    pub system_metadata: bool,
 }
 
 impl HostStateSource for ReadPerRequest {
@@ -151,10 +151,11 @@ impl HostStateSource for ReadPerRequest {
         cell: Option<&'a str>,
         _now: DateTime<Utc>,
         candidates: Option<Vec<AllocationCandidate>>,
+        system_metadata: bool,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>> {
         Box::pin(async move {
             let hosts = self.store.host_states(uuids, cell).await;
-            copies(hosts, candidates, &self.store, self.system_metadata).await
+            copies(hosts, candidates, &self.store, system_metadata).await
         })
     }
 
@@ -174,13 +175,13 @@ impl HostStateSource for ReadPerRequest {
 }
 
 /// The warm cache: rows of its decision table when `table` is set and the request
-/// spans every enabled cell, else copies of its states.
+/// spans every enabled cell and needs no system metadata (the table has none), else
+/// copies of its states.
 pub(super) struct FromCache {
     pub cache: Arc<HostStateCache>,
     pub store: Arc<HostStateStore>,
-    /// `[nova_scheduler_rs] indexed_decision`, and no system metadata needed.
+    /// `[nova_scheduler_rs] indexed_decision`.
     pub table: bool,
-    pub system_metadata: bool,
 }
 
 impl HostStateSource for FromCache {
@@ -190,12 +191,13 @@ impl HostStateSource for FromCache {
         cell: Option<&'a str>,
         now: DateTime<Utc>,
         candidates: Option<Vec<AllocationCandidate>>,
+        system_metadata: bool,
     ) -> BoxFuture<'a, Result<RequestHosts, RemoteError>> {
         Box::pin(async move {
             // The table holds every enabled cell; a request bound to one cell (a
             // move) gets copies.
-            let table_uuids =
-                uuids.filter(|_| self.table && cell.is_none() && candidates.is_some());
+            let table = self.table && !system_metadata;
+            let table_uuids = uuids.filter(|_| table && cell.is_none() && candidates.is_some());
             if let Some(uuids) = table_uuids {
                 let table = self.cache.table_for(uuids, now).await.map_err(|e| {
                     RemoteError::runtime_error(format!("could not read host states: {e}"))
@@ -208,7 +210,7 @@ impl HostStateSource for FromCache {
                 return Ok(RequestHosts::Table { table, rows });
             }
             let hosts = self.cache.host_states(uuids, cell, now).await;
-            copies(hosts, candidates, &self.store, self.system_metadata).await
+            copies(hosts, candidates, &self.store, system_metadata).await
         })
     }
 

@@ -5,6 +5,7 @@
 
 use crate::model::RequestSpec;
 use crate::notifications::{NotifiedSpec, Notifier, Phase};
+use crate::release::NovaSeries;
 use crate::rpc::RequestContext;
 use serde_json::{Map, Value};
 use tracing::debug;
@@ -22,13 +23,14 @@ impl<'a> Notice<'a> {
         notifier: Option<&'a Notifier>,
         args: &Map<String, Value>,
         spec: &RequestSpec,
+        release: NovaSeries,
     ) -> Self {
         let notifier = notifier.filter(|n| n.is_active());
         let raw_spec = notifier.and_then(|_| args.get("spec_obj").cloned());
         if notifier.is_some() && raw_spec.is_none() {
             debug!("select_destinations without spec_obj (RPC < 4.3): no notifications");
         }
-        let sending = notifier.zip(raw_spec.map(NotifiedSpec::new));
+        let sending = notifier.zip(raw_spec.map(|raw| NotifiedSpec::new(raw, release)));
         let aggregates = sending.as_ref().and_then(|_| destination_aggregates(spec));
         Notice {
             sending,

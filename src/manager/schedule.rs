@@ -267,6 +267,8 @@ pub(super) struct Decider<'a> {
     pub claim_path: &'a dyn ClaimPath,
     pub query_options: query::QueryOptions,
     pub prefilters: &'a PrefilterOptions,
+    /// The profile's `load_instance_system_metadata`.
+    pub system_metadata: bool,
     /// Seeds each request's own RNG.
     pub rng: &'a Mutex<StdRng>,
 }
@@ -504,6 +506,7 @@ impl Decider<'_> {
                     cell,
                     now,
                     Some(found.allocation_requests),
+                    self.system_metadata,
                 )
                 .await
             {

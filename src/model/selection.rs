@@ -52,6 +52,9 @@ impl SchedulerLimits {
     }
 }
 
+/// `Selection.VERSION`, the same from nova 29 to 34.
+pub const SELECTION_VERSION: &str = "1.1";
+
 /// One destination (chosen host or alternate) for one instance.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selection {
@@ -101,7 +104,7 @@ impl Selection {
                 .clone()
                 .map_or(Value::Null, Value::String),
         );
-        envelope("Selection", "1.1", data)
+        envelope("Selection", SELECTION_VERSION, data)
     }
 
     /// `{"host", "nodename", "limits"}` as `select_destinations` returns without objects.

@@ -5,7 +5,8 @@
 //! - legacy: `{"request_spec": spec_obj.to_legacy_request_spec_dict()}` passed through
 //!   nova's `JsonPayloadSerializer` (`jsonutils.to_primitive(convert_instances=True)`);
 //! - versioned: `RequestSpecPayload(request_spec=spec_obj).obj_to_primitive()` (1.1) with
-//!   its nested `FlavorPayload` 1.4, `ImageMetaPayload` 1.0 / `ImageMetaPropsPayload` 1.20,
+//!   its nested `FlavorPayload` 1.4, `ImageMetaPayload` 1.0 / `ImageMetaPropsPayload` (the
+//!   release's: 1.13 in nova 29 to 1.20 in nova 34),
 //!   `InstanceNUMATopologyPayload` 1.0, `InstancePCIRequestsPayload` 1.0,
 //!   `ServerGroupPayload` 1.1, `DestinationPayload` 1.0, `SchedulerRetriesPayload` 1.0.
 //!
@@ -15,6 +16,7 @@
 //! dict compatibility) from the object's attribute dict as nova does, but with `_context`
 //! null; nova puts the caller's whole request context there, Keystone token included.
 
+use crate::release::NovaSeries;
 use chrono::{DateTime, FixedOffset};
 use serde_json::{Map, Value};
 
@@ -32,13 +34,17 @@ pub const REQUEST_SPEC_PAYLOAD_VERSION: &str = "1.1";
 #[derive(Clone, Debug)]
 pub struct NotifiedSpec {
     spec: Value,
+    /// The release whose payload versions are sent.
+    series: NovaSeries,
 }
 
 impl NotifiedSpec {
-    /// Wraps a `RequestSpec` primitive (`{"nova_object.name": "RequestSpec", ...}`).
-    pub fn new(spec_primitive: Value) -> Self {
+    /// Wraps a `RequestSpec` primitive (`{"nova_object.name": "RequestSpec", ...}`),
+    /// notified as `series`' scheduler notifies it.
+    pub fn new(spec_primitive: Value, series: NovaSeries) -> Self {
         NotifiedSpec {
             spec: spec_primitive,
+            series,
         }
     }
 
@@ -211,7 +217,7 @@ impl NotifiedSpec {
             "image".into(),
             present("image")
                 .filter(|v| truthy(v))
-                .map_or(Value::Null, image_meta_payload),
+                .map_or(Value::Null, |image| image_meta_payload(image, self.series)),
         );
         p.insert(
             "numa_topology".into(),
@@ -466,7 +472,7 @@ fn flavor_payload(flavor: &Value) -> Value {
     payload_object("FlavorPayload", "1.4", p)
 }
 
-fn image_meta_payload(image: &Value) -> Value {
+fn image_meta_payload(image: &Value, series: NovaSeries) -> Value {
     let d = data_of(image);
     let mut p = schema(
         d,
@@ -497,7 +503,8 @@ fn image_meta_payload(image: &Value) -> Value {
         }
     }
     // ImageMetaPropsPayload: only the properties that are set (populate_schema with
-    // set_none=False), minus the one nova leaves out.
+    // set_none=False), minus the one nova leaves out. The caller's ImageMetaProps is
+    // at its release's version, so the properties set are that release's.
     let mut props = Map::new();
     if let Some(pd) = d.and_then(|m| m.get("properties")).and_then(data_of) {
         for (k, v) in pd {
@@ -508,7 +515,11 @@ fn image_meta_payload(image: &Value) -> Value {
     }
     p.insert(
         "properties".into(),
-        payload_object("ImageMetaPropsPayload", "1.20", props),
+        payload_object(
+            "ImageMetaPropsPayload",
+            series.release().image_meta_props_payload,
+            props,
+        ),
     );
     payload_object("ImageMetaPayload", "1.0", p)
 }
@@ -721,7 +732,7 @@ mod tests {
                 "pci_requests": obj("InstancePCIRequests", "1.1", json!({"requests": []})),
             }),
         );
-        let mut s = NotifiedSpec::new(spec);
+        let mut s = NotifiedSpec::new(spec, NovaSeries::NEWEST);
         let before = s.legacy_payload();
         assert_eq!(
             before["request_spec"]["instance_properties"]["pci_requests"]["_changed_fields"],
@@ -744,12 +755,33 @@ mod tests {
             "1.15",
             json!({"requested_destination": null}),
         );
-        let mut s = NotifiedSpec::new(spec);
+        let mut s = NotifiedSpec::new(spec, NovaSeries::NEWEST);
         s.set_destination_aggregates(&["a,b".into()]);
         let v = s.versioned_payload();
         assert_eq!(
             v[DATA]["requested_destination"][DATA],
             json!({"aggregates": ["a,b"]})
         );
+    }
+
+    #[test]
+    fn image_properties_payload_carries_the_releases_version() {
+        let image = obj(
+            "ImageMeta",
+            "1.8",
+            json!({"properties": obj("ImageMetaProps", "1.37", json!({"hw_machine_type": "q35"}))}),
+        );
+        let spec = obj("RequestSpec", "1.15", json!({"image": image}));
+        for (series, version) in [
+            (NovaSeries::V2024_1, "1.13"),
+            (NovaSeries::V2025_1, "1.15"),
+            (NovaSeries::V2026_2, "1.20"),
+        ] {
+            let v = NotifiedSpec::new(spec.clone(), series).versioned_payload();
+            let props = &v[DATA]["image"][DATA]["properties"];
+            assert_eq!(props[NAME], "ImageMetaPropsPayload");
+            assert_eq!(props[VERSION], version, "{series}");
+            assert_eq!(props[DATA], json!({"hw_machine_type": "q35"}));
+        }
     }
 }

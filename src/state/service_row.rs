@@ -214,8 +214,8 @@ pub enum ServiceRowError {
     TooOld { ours: i64, minimum: i64 },
 }
 
-/// The registered row. Clones share it: one heartbeats, another may lower its version
-/// ([`ServiceRow::lower_version`]) and the next report carries that.
+/// The registered row. Clones share it: one heartbeats, another may change its version
+/// ([`ServiceRow::set_version`]) and the next report carries that.
 #[derive(Debug, Clone)]
 pub struct ServiceRow {
     pool: MySqlPool,
@@ -304,10 +304,11 @@ impl ServiceRow {
         self.version.load(Ordering::Relaxed)
     }
 
-    /// Writes `version` into the row now if it is lower than the one it carries (every
-    /// later report keeps it); never raises it. Returns whether it was lowered.
-    pub async fn lower_version(&self, version: i64) -> Result<bool, sqlx::Error> {
-        if self.version() <= version {
+    /// Writes `version` into the row now if it differs from the one it carries (every
+    /// later report keeps it). The caller keeps it at or below the control plane's, so
+    /// that release's own nova-scheduler can start on it. Returns whether it changed.
+    pub async fn set_version(&self, version: i64) -> Result<bool, sqlx::Error> {
+        if self.version() == version {
             return Ok(false);
         }
         sqlx::query("UPDATE services SET version = ? WHERE id = ?")
@@ -315,7 +316,7 @@ impl ServiceRow {
             .bind(self.id)
             .execute(&self.pool)
             .await?;
-        self.version.fetch_min(version, Ordering::Relaxed);
+        self.version.store(version, Ordering::Relaxed);
         Ok(true)
     }
 

@@ -98,6 +98,8 @@ pub struct WeigherPipeline {
     weighers: Arc<Vec<Box<dyn HostWeigher>>>,
     /// Tells the pipelines of one process apart (a weigh index is built for one).
     id: u64,
+    /// Dropped with the pipeline: its weigh indexes see it gone (see [`Self::liveness`]).
+    alive: Arc<()>,
 }
 
 impl std::fmt::Debug for WeigherPipeline {
@@ -112,7 +114,13 @@ impl WeigherPipeline {
         WeigherPipeline {
             weighers: Arc::new(weighers),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            alive: Arc::new(()),
         }
+    }
+
+    /// Upgradable while this pipeline exists.
+    pub(crate) fn liveness(&self) -> std::sync::Weak<()> {
+        Arc::downgrade(&self.alive)
     }
 
     pub(crate) fn id(&self) -> u64 {

@@ -12,7 +12,9 @@ use crate::nova_schema;
 use crate::placement_admin::Admin;
 use crate::placement_server;
 use crate::venv;
-use nova_scheduler::manager::{Delivery, ManagerOptions, PrefilterOptions, SchedulerManager};
+use nova_scheduler::manager::{
+    Delivery, ManagerOptions, PrefilterOptions, Profile, SchedulerManager,
+};
 use nova_scheduler::placement::{PlacementAuth, PlacementClient, PlacementOptions};
 use nova_scheduler::rpc::{RemoteError, RequestContext};
 use nova_scheduler::state::{CellUrlResolver, HostStateStore, StateOptions};
@@ -196,16 +198,19 @@ impl Cloud {
             max_placement_results: 1000,
             default_availability_zone: "nova".into(),
             rng_seed: Some(seed),
-            prefilters: PrefilterOptions::default(),
-            load_instance_system_metadata: false,
             indexed_decision: true,
             read_allocations_ahead: true,
             max_instances_per_request: 1000,
             decision_ring_size: 16,
         };
         options(&mut manager_options);
-        SchedulerManager::new(
+        let profile = Profile {
             scheduler,
+            prefilters: PrefilterOptions::default(),
+            load_instance_system_metadata: false,
+        };
+        SchedulerManager::new(
+            profile,
             Arc::new(store),
             Arc::new(placement),
             manager_options,

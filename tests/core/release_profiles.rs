@@ -9,6 +9,8 @@ use nova_scheduler::filters::registry::filter_names;
 use nova_scheduler::manager::request_filter::{
     self, OWNER_NOVA_MIN_COMPUTE_VERSION, REQUEST_FILTERS,
 };
+use nova_scheduler::model::selection::SELECTION_VERSION;
+use nova_scheduler::notifications::payload::REQUEST_SPEC_PAYLOAD_VERSION;
 use nova_scheduler::release::{Behaviour, NovaRelease, NovaSeries, NOVA_RELEASES};
 use nova_scheduler::state::service_row::SERVICE_VERSION;
 use nova_scheduler::weighers::registry::{in_release, ALL_WEIGHERS};
@@ -82,6 +84,18 @@ fn every_release_profile_matches_its_own_code() {
             "{name}: facts of another nova"
         );
         assert_eq!(f["service_version"], release.service_version, "{name}");
+        // The objects this daemon sends: a reply's Selections and the notifications'
+        // payloads.
+        let objects = &f["objects"];
+        assert_eq!(objects["Selection"], SELECTION_VERSION, "{name}");
+        assert_eq!(
+            objects["RequestSpecPayload"], REQUEST_SPEC_PAYLOAD_VERSION,
+            "{name}"
+        );
+        assert_eq!(
+            objects["ImageMetaPropsPayload"], release.image_meta_props_payload,
+            "{name}"
+        );
 
         assert_eq!(
             f["tenant_isolation_keys"] == "prefix",

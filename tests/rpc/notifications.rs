@@ -26,6 +26,7 @@ use lapin::{Connection, ConnectionProperties};
 use nova_scheduler::notifications::{
     NotificationSink, NotifiedSpec, Notifier, NotifierSettings, Phase,
 };
+use nova_scheduler::release::NovaSeries;
 use nova_scheduler::rpc::notifier::AmqpNotificationPublisher;
 use nova_scheduler::rpc::{RequestContext, RpcServerOptions};
 use serde_json::{Map, Value};
@@ -82,7 +83,7 @@ fn settings(drivers: &[&str], legacy_topic: &str, versioned_topic: &str) -> Noti
 fn emit_case(notifier: &Notifier, case: &Value) {
     let ctx: Map<String, Value> = case["context"].as_object().unwrap().clone();
     let ctx = RequestContext::from_map(ctx);
-    let mut spec = NotifiedSpec::new(case["spec"].clone());
+    let mut spec = NotifiedSpec::new(case["spec"].clone(), NovaSeries::NEWEST);
     notifier.select_destinations(&ctx, &mut spec, Phase::Start);
     if let Some(uuid) = case["instance_uuid"].as_str() {
         spec.set_instance_uuid(uuid);

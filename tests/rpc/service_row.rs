@@ -389,13 +389,13 @@ async fn row_takes_the_control_planes_version_so_its_scheduler_can_come_back() {
 
     // A daemon that started on such empty databases registered at nova 34's version;
     // the first rows of a 2024.1 control plane lower it (through a clone, as the daemon
-    // does beside the heartbeat), and nothing raises it again.
+    // does beside the heartbeat), and the heartbeat keeps the lowered version.
     let row = ServiceRow::register(main.clone(), HOST, SERVICE_VERSION)
         .await
         .expect("register at nova 34's version");
     let follower = row.clone();
-    assert!(follower.lower_version(67).await.expect("lower"));
-    assert!(!follower.lower_version(70).await.expect("not raised"));
+    assert!(follower.set_version(67).await.expect("lowered"));
+    assert!(!follower.set_version(67).await.expect("unchanged"));
     row.report().await.expect("report");
     assert_eq!((row.version(), live_row_version(&main).await), (67, 67));
     assert_eq!(

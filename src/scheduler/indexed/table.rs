@@ -191,6 +191,10 @@ impl HostTable {
         let carried: Vec<Arc<WeighIndex>> = lock(&self.indexes)
             .iter()
             .filter_map(|index| {
+                // A pipeline replaced (the release changed) leaves its index behind.
+                if !index.pipeline_alive() {
+                    return None;
+                }
                 if !reweigh {
                     return Some(Arc::clone(index));
                 }

@@ -87,6 +87,7 @@ pub(crate) struct Node {
 #[derive(Clone)]
 pub(crate) struct WeighIndex {
     pub pipeline_id: u64,
+    pipeline: std::sync::Weak<()>,
     /// Pipeline positions of the weighers indexed (`RawDependence::Host`).
     pub mask: u64,
     /// False when a raw weight of some row failed or is not finite, or some
@@ -174,6 +175,11 @@ fn weigh_row(
 }
 
 impl WeighIndex {
+    /// Whether the pipeline indexed still exists (a replaced one's index is dropped).
+    pub(crate) fn pipeline_alive(&self) -> bool {
+        self.pipeline.strong_count() > 0
+    }
+
     /// Weighs every row of `table` with the weighers of `pipeline` at the
     /// positions of `mask` and builds the tree.
     pub(crate) fn build(
@@ -290,6 +296,7 @@ impl WeighIndex {
         }
         let mut index = WeighIndex {
             pipeline_id: pipeline.id(),
+            pipeline: pipeline.liveness(),
             mask,
             usable,
             columns,
