@@ -252,7 +252,13 @@ fn config_check(cli: &config::CliArgs, args: &config::cli::ConfigCheckArgs) -> E
     const EXIT_NOTHING_READ: u8 = 2;
     let (config, load_errors) = config::load_from_cli_with_errors(cli);
     let prepared = app::preflight::prepare(&config, load_errors);
-    let warnings = config.warnings();
+    let mut warnings = config.warnings();
+    // A configured release's missing options; `auto`'s release is known only with
+    // --connect.
+    warnings.extend(app::release_warnings(
+        &config,
+        app::configured_release(&config),
+    ));
     for warning in &warnings {
         println!("warning: {warning}");
     }
@@ -303,6 +309,9 @@ fn config_check(cli: &config::CliArgs, args: &config::cli::ConfigCheckArgs) -> E
                 failed += 1;
                 println!("FAILED  {}: {reason}", probe.what);
             }
+        }
+        for warning in &probe.warnings {
+            println!("warning: {warning}");
         }
     }
     if failed > 0 {

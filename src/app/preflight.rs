@@ -16,6 +16,7 @@ use std::path::Path;
 use crate::config::{Config, ConfigError, DbUrl, TransportUrl};
 use crate::manager::PrefilterOptions;
 use crate::placement::PlacementOptions;
+use crate::release::ReleaseChoice;
 use crate::rpc::RpcServerOptions;
 use crate::scheduler::Scheduler;
 use crate::state::StateOptions;
@@ -462,10 +463,12 @@ impl ProcessIds {
     }
 }
 
-/// The outcome of one `--connect` probe: what was reached, and `Err` with the reason.
+/// The outcome of one `--connect` probe: what was reached, and `Err` with the reason;
+/// with what `run` would warn of once there.
 pub struct Probe {
     pub what: String,
     pub outcome: Result<(), String>,
+    pub warnings: Vec<String>,
 }
 
 /// `config check --connect`: one attempt at each database (and each cell database the
@@ -477,6 +480,7 @@ pub async fn connect(config: &Config, prepared: &Prepared) -> Vec<Probe> {
         probes.push(Probe {
             what: format!("database {}", target.what),
             outcome: target.probe().await.map_err(|e| e.cause),
+            warnings: Vec::new(),
         });
     }
     // Every database's service rows, for the release `run` would schedule as.
@@ -498,12 +502,14 @@ pub async fn connect(config: &Config, prepared: &Prepared) -> Vec<Probe> {
                 probes.push(Probe {
                     what: format!("cell {name}'s database"),
                     outcome,
+                    warnings: Vec::new(),
                 });
             }
         }
         Err(e) => probes.push(Probe {
             what: "cell mappings (in the API database)".into(),
             outcome: Err(e),
+            warnings: Vec::new(),
         }),
     }
     let brokers: Vec<String> = config
@@ -524,6 +530,7 @@ pub async fn connect(config: &Config, prepared: &Prepared) -> Vec<Probe> {
         .await
         .map_err(|_| "no answer within 15 s".to_string())
         .and_then(|r| r.map_err(|e| e.to_string())),
+        warnings: Vec::new(),
     });
     let placement = match crate::placement::PlacementClient::new(prepared.placement.clone()) {
         // An authenticated read of one fixed resource class: reachable, credentials
@@ -538,6 +545,7 @@ pub async fn connect(config: &Config, prepared: &Prepared) -> Vec<Probe> {
     probes.push(Probe {
         what: "Placement".into(),
         outcome: placement,
+        warnings: Vec::new(),
     });
     probes.push(release_probe(config, &version_sources).await);
     probes
@@ -567,6 +575,7 @@ async fn release_probe(config: &Config, databases: &[(String, String)]) -> Probe
             return Probe {
                 what: "nova release".into(),
                 outcome: Err(e.to_string()),
+                warnings: Vec::new(),
             }
         }
     };
@@ -578,9 +587,17 @@ async fn release_probe(config: &Config, databases: &[(String, String)]) -> Probe
             AppError::Config(message) => message,
             other => other.to_string(),
         });
+    // `run` warns of the options this release lacks; a configured release's are
+    // among config check's own warnings already.
+    let warnings = if config.nova_scheduler_rs.nova_release == ReleaseChoice::Auto {
+        super::release_warnings(config, series)
+    } else {
+        Vec::new()
+    };
     Probe {
         what: format!("nova release: {resolved}"),
         outcome,
+        warnings,
     }
 }
 

@@ -587,6 +587,38 @@ async fn config_check_connect_reaches_each_peer_once() {
         stdout.contains("ok      nova release: scheduling as nova 29 (2024.1): the control plane's service version 67"),
         "{stdout}"
     );
+    // The options that release lacks are named as `run` names them; without
+    // --connect only a configured release is known.
+    let multiplier = "[filter_scheduler]\nimage_props_weight_multiplier = 2.0\n";
+    let lacked = "warning: [filter_scheduler] image_props_weight_multiplier is not an option \
+                  of nova 29 (2024.1); ignored";
+    let out = check(conf_with(
+        "caracal-multiplier.conf",
+        broker,
+        placement,
+        multiplier,
+    ));
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(lacked), "{stdout}");
+    let offline = |extra: &str| {
+        let path = conf_with("caracal-offline.conf", broker, placement, extra);
+        let out = binary(
+            &[
+                "config".into(),
+                "check".into(),
+                "--config-file".into(),
+                path,
+            ],
+            &[],
+            &dir.0,
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        text(&out.stdout)
+    };
+    assert!(!offline(multiplier).contains(lacked));
+    let pinned = format!("{multiplier}[nova_scheduler_rs]\nnova_release = 2024.1\n");
+    assert!(offline(&pinned).contains(lacked));
     let out = check(conf_with(
         "caracal-image-props.conf",
         broker,
