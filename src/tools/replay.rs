@@ -40,6 +40,8 @@ pub const DEFAULT_SHOW: usize = 10;
 pub struct Report {
     pub recordings: Vec<String>,
     pub snapshot: String,
+    /// The release decided as (`2025.1`): `nova_release`, else the snapshot's.
+    pub nova_release: String,
     pub filters: Vec<String>,
     pub weighers: Vec<String>,
     /// `select_destinations` calls in the recording.
@@ -172,9 +174,10 @@ pub async fn replay(
     seed: u64,
 ) -> Result<Report, String> {
     let started = Instant::now();
-    let scheduler = crate::app::build_scheduler(config).map_err(|e| e.to_string())?;
+    let release = snapshot.release_for(config)?;
+    let scheduler = crate::app::build_scheduler_as(config, release).map_err(|e| e.to_string())?;
     let setup = Setup {
-        prefilters: crate::app::prefilter_options(config).map_err(|e| e.to_string())?,
+        prefilters: crate::app::prefilter_options_as(config, release).map_err(|e| e.to_string())?,
         max_placement_results: config.scheduler.max_placement_results,
         max_instances_per_request: config.guards.max_instances_per_request,
         host_subset_size: scheduler.host_subset_size,
@@ -188,6 +191,7 @@ pub async fn replay(
     let mut report = Report {
         recordings: Vec::new(),
         snapshot: String::new(),
+        nova_release: release.name().to_string(),
         filters,
         weighers,
         calls: 0,
@@ -604,6 +608,7 @@ pub fn text(r: &Report) -> String {
         r.recordings.join(", "),
         r.snapshot
     ));
+    out.push(format!("decided as nova release {}", r.nova_release));
     out.push(format!("filters: {}", r.filters.join(", ")));
     out.push(format!("weighers: {}", r.weighers.join(", ")));
     for w in &r.warnings {
@@ -913,6 +918,30 @@ mod tests {
         // Every node has RAM used on it: m1.huge (all of a node's RAM) fits nowhere.
         let largest = same.packing.largest_placeable_flavor.clone().unwrap();
         assert!(largest.starts_with("m1.large"), "{largest}");
+        // A snapshot that names no release is decided as the newest; one taken of a
+        // 2024.1 cloud as nova 29 (no ImagePropertiesWeigher), unless nova.conf names one.
+        assert_eq!(same.nova_release, "2026.2");
+        assert!(same.weighers.iter().any(|w| w == "ImagePropertiesWeigher"));
+        let mut caracal = snapshot.clone();
+        caracal.nova_release = Some("2024.1".into());
+        let old = replay(&recording, &caracal, &recorded_with, 0, 42)
+            .await
+            .unwrap();
+        assert_eq!(old.nova_release, "2024.1");
+        assert!(!old.weighers.iter().any(|w| w == "ImagePropertiesWeigher"));
+        assert!(text(&old).contains("decided as nova release 2024.1"));
+        let pinned = crate::config::from_ini_str(
+            "[filter_scheduler]\nio_ops_weight_multiplier = 0.0\n\
+             [nova_scheduler_rs]\nnova_release = 2025.1\n",
+        )
+        .unwrap();
+        let pinned = replay(&recording, &caracal, &pinned, 0, 42).await.unwrap();
+        assert_eq!(pinned.nova_release, "2025.1");
+        caracal.nova_release = Some("2019.1".into());
+        assert!(replay(&recording, &caracal, &recorded_with, 0, 42)
+            .await
+            .unwrap_err()
+            .contains("\"2019.1\" is not a release known here"));
 
         let stacking = crate::config::from_ini_str(
             "[filter_scheduler]\nio_ops_weight_multiplier = 0.0\nram_weight_multiplier = -1.0\n",

@@ -23,6 +23,7 @@ use crate::placement::index::model::NameTable;
 use crate::placement::index::{local_candidates, Inventory, LocalRequest, Provider, ProviderIndex};
 use crate::placement::resource_request::resources_from_request_spec;
 use crate::placement::{AllocationCandidates, PlacementClient, QueryOptions};
+use crate::release::{NovaSeries, ReleaseChoice};
 use crate::state::StateSnapshot;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -51,9 +52,28 @@ pub struct Snapshot {
     #[serde(default)]
     pub resource_classes: BTreeSet<String>,
     pub flavors: Vec<FlavorRecord>,
+    /// The release the cloud was scheduled as when the snapshot was taken (`2025.1`);
+    /// absent from snapshots taken before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nova_release: Option<String>,
 }
 
 impl Snapshot {
+    /// The release to decide this snapshot's cloud as: `[nova_scheduler_rs]
+    /// nova_release` when set, else the one recorded with the snapshot, else the
+    /// newest.
+    pub fn release_for(&self, config: &Config) -> Result<NovaSeries, String> {
+        if let ReleaseChoice::Series(series) = config.nova_scheduler_rs.nova_release {
+            return Ok(series);
+        }
+        match &self.nova_release {
+            None => Ok(NovaSeries::NEWEST),
+            Some(name) => NovaSeries::parse(name).ok_or_else(|| {
+                format!("the snapshot's nova_release {name:?} is not a release known here")
+            }),
+        }
+    }
+
     /// A snapshot file of this version's format.
     pub fn read(path: &Path) -> Result<Snapshot, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -176,6 +196,7 @@ pub async fn take(config: Config) -> Result<Snapshot, String> {
         traits,
         resource_classes,
         flavors,
+        nova_release: Some(live.prefilters.release.name().to_string()),
     })
 }
 
@@ -546,8 +567,10 @@ async fn replay(args: &SimulateArgs, path: &Path, config: Config) -> Result<Stri
             )
         }
     };
-    let scheduler = crate::app::build_scheduler(&config).map_err(|e| e.to_string())?;
-    let prefilters = crate::app::prefilter_options(&config).map_err(|e| e.to_string())?;
+    let release = snapshot.release_for(&config)?;
+    let scheduler = crate::app::build_scheduler_as(&config, release).map_err(|e| e.to_string())?;
+    let prefilters =
+        crate::app::prefilter_options_as(&config, release).map_err(|e| e.to_string())?;
     let max_placement_results = config.scheduler.max_placement_results;
     let default_az = config.default.default_availability_zone.clone();
     let filters: Vec<String> = scheduler
@@ -577,6 +600,7 @@ async fn replay(args: &SimulateArgs, path: &Path, config: Config) -> Result<Stri
         planner.hosts.len(),
         snapshot.providers.len()
     ));
+    lines.push(format!("decided as {release}"));
     lines.push(format!("filters: {}", filters.join(", ")));
     lines.push(format!("weighers: {}", weighers.join(", ")));
     let mut placed_total = 0;

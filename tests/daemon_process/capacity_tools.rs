@@ -415,6 +415,13 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
     println!("$ nova-scheduler-rs simulate --snapshot snapshot.json --flavor cap.large --count 3\n{text}");
     let text = std::fs::read_to_string(&snapshot).expect("snapshot");
     assert!(!text.contains("mysql"), "no database URL in the snapshot");
+    // The release the cloud is scheduled as, read from its service rows as `run` reads it.
+    let taken: serde_json::Value = serde_json::from_str(&text).expect("snapshot JSON");
+    let release = taken["nova_release"].as_str().expect("nova_release recorded");
+    assert!(
+        nova_scheduler::release::NovaSeries::parse(release).is_some(),
+        "{release}"
+    );
     assert!(methods.len() <= gate.exchanges().len());
     assert!(gate.exchanges().iter().all(|e| e.method == "GET"));
     assert_eq!(rows(&[&cloud.cell, &cell0]).await, rows_before);
