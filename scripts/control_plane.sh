@@ -18,7 +18,7 @@
 # NSRS_SCHEDULER_CMD=nova (the reference nova-scheduler instead), NSRS_CP_STATE
 # [$NSRS_STATE/cp], ports NSRS_CP_PLACEMENT_PORT [8778], NSRS_CP_API_PORT [8774],
 # NSRS_CP_GLANCE_PORT [9292], NSRS_CP_NEUTRON_PORT [9696], NSRS_CP_SHADOW_PORT [9105],
-# names NSRS_CP_DB_PREFIX [nsrs_cp_], NSRS_CP_VHOST [nsrs_cp]; NSRS_RELEASE=2024.1 (2025.1,
+# names NSRS_CP_DB_PREFIX [nsrs_cp_], NSRS_CP_VHOST [nsrs_cp]; NSRS_RELEASE=2024.1 (to
 # 2026.1) runs that older release's own nova-api, nova-conductor, nova-computes and
 # Placement (requirements/nova-<release>.txt), its services eventlet-patched as the
 # release ships them (nova-api, a WSGI app under gunicorn's threads, on native threads).

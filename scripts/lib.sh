@@ -9,7 +9,7 @@
 #   NSRS_VENV    use this ready venv instead of the cached one (e.g. in a container image;
 #                it must hold requirements/python.txt and the marker file .nsrs-complete);
 #                ignored with NSRS_RELEASE
-#   NSRS_RELEASE an older nova release (2024.1, 2025.1, 2026.1: requirements/nova-<release>.txt)
+#   NSRS_RELEASE an older nova release (2024.1 to 2026.1: requirements/nova-<release>.txt)
 #                whose own nova, Placement and tools the stack runs instead of the pinned
 #                nova 34 [unset: requirements/python.txt]
 #   NSRS_DB_PREFIX, NSRS_VHOST, NSRS_PLACEMENT_PORT  what the stack's databases and

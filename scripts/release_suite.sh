@@ -17,7 +17,9 @@
 #      tests (scripts/control_plane.sh test) run with that release's services around
 #      nova-scheduler-rs.
 # nova-scheduler-rs is left at nova_release = auto: it must say it schedules as that
-# release (each suite has a test for it).
+# release (each suite has a test for it); a release whose service version an older one
+# shares (2024.2's 67 is 2024.1's), which auto reads as the older, is named in nova.conf
+# (NSRS_SCHEDULE_AS), as its operators must name it.
 #
 # Knobs: NSRS_BIN (the daemon [$CARGO_TARGET_DIR or target]/release/nova-scheduler-rs),
 # NSRS_RELEASE_CONTROL_PLANE [1], NSRS_RELEASE_REFERENCE [1] (0: no reference run);
@@ -43,10 +45,23 @@ on_exit() {
 }
 trap on_exit EXIT
 
+# Whether an older release has RELEASE's service version (data/nova-releases).
+shares_version_with_older() { # shares_version_with_older RELEASE
+    "$NSRS_PYTHON" - "$NSRS_REPO/data/nova-releases" "$1" <<'PY'
+import json, pathlib, sys
+facts = {p.stem: json.loads(p.read_text()) for p in pathlib.Path(sys.argv[1]).glob("*.json")}
+mine = facts[sys.argv[2]]["service_version"]
+sys.exit(0 if any(s < sys.argv[2] and f["service_version"] == mine for s, f in facts.items()) else 1)
+PY
+}
+
 for release in "$@"; do
     t0=$SECONDS
     CURRENT=$release
     export NSRS_RELEASE=$release NSRS_STATE=$BASE_STATE/release-$release
+    NSRS_SCHEDULE_AS=
+    shares_version_with_older "$release" && NSRS_SCHEDULE_AS=$release
+    export NSRS_SCHEDULE_AS
     nsrs_log "nova $release: stack (its nova-manage, placement-manage and Placement) and seed"
     "$NSRS_REPO/scripts/stack.sh" up
     "$NSRS_REPO/scripts/stack.sh" seed --hosts 20 --cells 2 --big-hosts 2 --disabled-hosts 2 \

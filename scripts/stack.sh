@@ -20,6 +20,8 @@
 #
 # Everything generated lives in $NSRS_STATE (default <repo>/.stack): nova.conf,
 # placement/placement.conf, logs/, *.pid. The venv lives in $NSRS_CACHE.
+# NSRS_SCHEDULE_AS=<release> writes [nova_scheduler_rs] nova_release into nova.conf (a
+# release auto cannot tell from its service version, 2024.2).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -73,6 +75,8 @@ retain_virtual_consumption = false
 # The record of requests in flight (poison-message guard).
 state_dir = $NSRS_STATE/nsrs-state
 EOF
+    # NSRS_SCHEDULE_AS: the release named in nova.conf, where auto cannot tell it (2024.2).
+    [ -n "${NSRS_SCHEDULE_AS:-}" ] && printf 'nova_release = %s\n' "$NSRS_SCHEDULE_AS" >>"$NSRS_STATE/nova.conf"
     # Per-database overlays for 'nova-manage --config-file nova.conf --config-file X db sync'.
     local db
     for db in cell0 "${NSRS_CELLS[@]}"; do

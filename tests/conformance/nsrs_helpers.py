@@ -403,7 +403,12 @@ class WeighModel:
 def scheduled_as_line():
     """What nova-scheduler-rs logs at startup on a cloud of this run's nova release:
     nova_release = auto takes the oldest release with the cloud's service version
-    (nova 30 shares 29's 67, so such a cloud reads as 2024.1)."""
+    (nova 30 shares 29's 67, so such a cloud reads as 2024.1), unless the stack names
+    the release in nova.conf (NSRS_SCHEDULE_AS)."""
+    named = os.environ.get("NSRS_SCHEDULE_AS")
+    if named:
+        major = next(m for m, f in RELEASE_FACTS.items() if f["series"] == named)
+        return f"scheduling as nova {major} ({named}): [nova_scheduler_rs] nova_release"
     version = RELEASE_FACTS[NOVA_VERSION[0]]["service_version"]
     major = min(m for m, f in RELEASE_FACTS.items() if f["service_version"] == version)
     return f"scheduling as nova {major} ({RELEASE_FACTS[major]['series']})"
