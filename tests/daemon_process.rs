@@ -2105,18 +2105,6 @@ async fn the_release_is_followed_live_from_the_first_rows_and_on_sighup() {
         .expect("our row")
     };
     assert_eq!(row_version().await, 74, "no nova service row: nova 34's");
-    let said = |start: &str| -> Vec<Value> {
-        json_lines(&log)
-            .into_iter()
-            .filter(|l| l["message"].as_str().unwrap().starts_with(start))
-            .collect()
-    };
-    let weighers = |line: &Value| {
-        line["extra"]["weighers"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
     let mut client = TestClient::on(&rig.amqp).await;
 
     main.execute(
@@ -2126,30 +2114,18 @@ async fn the_release_is_followed_live_from_the_first_rows_and_on_sighup() {
     )
     .await
     .expect("a 2024.1 conductor");
-    wait_until("the first rows followed", 15, || {
-        !said("the first nova service rows appeared: scheduling as nova 29 (2024.1)").is_empty()
-    })
+    let weighers = switched_release(
+        &log,
+        "the first nova service rows appeared",
+        "nova 29 (2024.1)",
+        "nova 34 (2026.2)",
+    )
     .await;
-    let switched = said("the first nova service rows appeared: scheduling as nova 29 (2024.1)");
-    assert!(
-        switched[0]["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("from now on (was nova 34 (2026.2))"),
-        "{switched:?}"
-    );
-    assert!(
-        !weighers(&switched[0]).contains("ImagePropertiesWeigher"),
-        "{switched:?}"
-    );
-    assert!(
-        weighers(&switched[0]).contains("RAMWeigher"),
-        "{switched:?}"
-    );
-    wait_until("the row at 67", 5, || {
-        !said("the first nova service rows appeared: nova-scheduler service row version 67")
-            .is_empty()
-    })
+    assert!(!weighers.contains("ImagePropertiesWeigher") && weighers.contains("RAMWeigher"));
+    line_once(
+        &log,
+        "the first nova service rows appeared: nova-scheduler service row version 67",
+    )
     .await;
     assert_eq!(row_version().await, 67);
     assert_eq!(
@@ -2162,26 +2138,9 @@ async fn the_release_is_followed_live_from_the_first_rows_and_on_sighup() {
         .await
         .expect("the conductor upgraded");
     LogRig::hup(&daemon);
-    wait_until("SIGHUP followed", 15, || {
-        !said("SIGHUP: scheduling as nova 34 (2026.2)").is_empty()
-    })
-    .await;
-    let switched = said("SIGHUP: scheduling as nova 34 (2026.2)");
-    assert!(
-        switched[0]["message"]
-            .as_str()
-            .unwrap()
-            .ends_with("from now on (was nova 29 (2024.1))"),
-        "{switched:?}"
-    );
-    assert!(
-        weighers(&switched[0]).contains("ImagePropertiesWeigher"),
-        "{switched:?}"
-    );
-    wait_until("the row at 74", 5, || {
-        !said("SIGHUP: nova-scheduler service row version 74").is_empty()
-    })
-    .await;
+    let weighers = switched_release(&log, "SIGHUP", "nova 34 (2026.2)", "nova 29 (2024.1)").await;
+    assert!(weighers.contains("ImagePropertiesWeigher"), "{weighers}");
+    line_once(&log, "SIGHUP: nova-scheduler service row version 74").await;
     assert_eq!(row_version().await, 74);
     assert_eq!(
         failure_of(&rig.call(&mut client).await)["class"],
@@ -2190,13 +2149,42 @@ async fn the_release_is_followed_live_from_the_first_rows_and_on_sighup() {
     );
     // A second SIGHUP with nothing changed says so and changes nothing.
     LogRig::hup(&daemon);
-    wait_until("SIGHUP again", 15, || {
-        !said("SIGHUP: still scheduling as nova 34 (2026.2)").is_empty()
-    })
-    .await;
-    assert_eq!(said("SIGHUP: nova-scheduler service row version").len(), 1);
+    line_once(&log, "SIGHUP: still scheduling as nova 34 (2026.2)").await;
+    assert_eq!(
+        lines_starting(&log, "SIGHUP: nova-scheduler service row version").len(),
+        1
+    );
     drop(daemon);
     rig.finish();
+}
+
+/// The JSON log lines whose message starts with `start`.
+fn lines_starting(log: &Path, start: &str) -> Vec<Value> {
+    json_lines(log)
+        .into_iter()
+        .filter(|l| l["message"].as_str().unwrap().starts_with(start))
+        .collect()
+}
+
+/// The first JSON log line starting with `start`, waited for (15 s).
+async fn line_once(log: &Path, start: &str) -> Value {
+    wait_until(start, 15, || !lines_starting(log, start).is_empty()).await;
+    lines_starting(log, start).remove(0)
+}
+
+/// The line saying that, for `why`, the daemon now schedules as `to` (was `was`); the
+/// weighers it names.
+async fn switched_release(log: &Path, why: &str, to: &str, was: &str) -> String {
+    let line = line_once(log, &format!("{why}: scheduling as {to}")).await;
+    let message = line["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(&format!("from now on (was {was})")),
+        "{message}"
+    );
+    line["extra"]["weighers"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// systemd's notification protocol as systemd reads it (datagrams on the unix socket

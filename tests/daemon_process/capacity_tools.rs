@@ -417,7 +417,9 @@ async fn capacity_counts_what_the_daemon_places_and_writes_nothing() {
     assert!(!text.contains("mysql"), "no database URL in the snapshot");
     // The release the cloud is scheduled as, read from its service rows as `run` reads it.
     let taken: serde_json::Value = serde_json::from_str(&text).expect("snapshot JSON");
-    let release = taken["nova_release"].as_str().expect("nova_release recorded");
+    let release = taken["nova_release"]
+        .as_str()
+        .expect("nova_release recorded");
     assert!(
         nova_scheduler::release::NovaSeries::parse(release).is_some(),
         "{release}"
