@@ -472,6 +472,25 @@ def resource_request_translations(tree):
     return names
 
 
+def discover_hosts(tree):
+    """The scheduler's periodic host discovery: whether only the leader (the first of
+    the up nova-scheduler hosts, sorted) runs it, and the warning a HostMappingExists
+    gives (its %s is the exception)."""
+    mod = "nova.scheduler.manager"
+    where = tree.where(mod)
+    func = method(tree, mod, top_level_class(tree, mod, "SchedulerManager"),
+                  "_discover_hosts_in_cells")
+    leader = any(isinstance(node, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "leader" for t in node.targets)
+                 for node in ast.walk(func))
+    warnings = [node.value for node in ast.walk(func)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and node.value.startswith("This periodic task")]
+    if len(warnings) != 1:
+        fail(where, f"_discover_hosts_in_cells: expected one 'This periodic task' warning, found {len(warnings)}")
+    return {"leader_only": leader, "host_mapping_exists_warning": warnings[0]}
+
+
 def tenant_isolation_keys(tree):
     mod = "nova.scheduler.filters.aggregate_multitenancy_isolation"
     where = tree.where(mod)
@@ -676,6 +695,7 @@ def facts(root, series, version):
         "request_filter_min_compute_versions": mins,
         "resource_request_translations": resource_request_translations(tree),
         "tenant_isolation_keys": tenant_isolation_keys(tree),
+        "discover_hosts": discover_hosts(tree),
         "image_version_predicate": image_version_predicate(tree),
         "options": options(tree),
         "objects": objects,

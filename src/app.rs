@@ -412,24 +412,26 @@ pub async fn run(
     }
     let (manager, cache, mut background) =
         fast_paths(&config, manager, &store, placement_index_url.as_deref()).await?;
+    let manager = Arc::new(manager);
+    let follower = Arc::new(release_follow::ReleaseFollower::new(
+        Arc::clone(&config),
+        Arc::clone(&manager),
+        Arc::clone(&store),
+        service_row,
+        release,
+    ));
     if let Some(period) = discover_period(config.scheduler.discover_hosts_in_cells_interval) {
+        let follower = Arc::clone(&follower);
         background.push(tokio::spawn(discover_hosts_periodically(
-            Arc::clone(&store),
+            store,
             main_pool,
             config.default.host.clone(),
             config.default.service_down_time as i64,
             config.default.report_interval as i64,
             period,
+            move || follower.scheduling_as(),
         )));
     }
-    let manager = Arc::new(manager);
-    let follower = Arc::new(release_follow::ReleaseFollower::new(
-        Arc::clone(&config),
-        Arc::clone(&manager),
-        store,
-        service_row,
-        release,
-    ));
     background.push(tokio::spawn(Arc::clone(&follower).reload_on_sighup(cache)));
     if no_service_row_yet {
         background.push(tokio::spawn(
@@ -596,7 +598,8 @@ fn discover_period(interval: i64) -> Option<Duration> {
     }
 }
 
-/// nova's `_discover_hosts_in_cells`, run immediately and then every `period`.
+/// nova's `_discover_hosts_in_cells`, run immediately and then every `period`, as the
+/// release `scheduling_as` says now does it (the leader only, from 2025.1).
 async fn discover_hosts_periodically(
     store: Arc<HostStateStore>,
     main: sqlx::MySqlPool,
@@ -604,14 +607,20 @@ async fn discover_hosts_periodically(
     service_down_time: i64,
     report_interval: i64,
     period: Duration,
+    scheduling_as: impl Fn() -> NovaSeries,
 ) {
-    use crate::state::discover::{scheduler_leader, DiscoverError};
+    use crate::state::discover::{host_mapping_exists_warning, scheduler_leader, DiscoverError};
     let mut warned_exists = false;
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match scheduler_leader(&main, service_down_time, report_interval).await {
+        let release = scheduling_as();
+        let leader = match release.has(Behaviour::DiscoverHostsLeaderOnly) {
+            true => scheduler_leader(&main, service_down_time, report_interval).await,
+            false => Ok(Some(our_host.clone())),
+        };
+        match leader {
             Ok(Some(leader)) if leader == our_host => {}
             Ok(Some(leader)) => {
                 tracing::debug!(
@@ -635,7 +644,7 @@ async fn discover_hosts_periodically(
             }
             Ok(_) => {}
             Err(e @ DiscoverError::HostMappingExists(_)) => {
-                let msg = format!("This periodic task should only be enabled if discover hosts is not run via nova-manage, schedulers: {e}");
+                let msg = host_mapping_exists_warning(release).replace("%s", &e.to_string());
                 if warned_exists {
                     tracing::debug!("{msg}");
                 } else {

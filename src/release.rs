@@ -158,6 +158,9 @@ pub enum Behaviour {
     /// `HostState._lock_name` is the string `'host-node'` (before: the tuple
     /// `(host, node)`), as `ComputeCapabilitiesFilter` and `JsonFilter` can read it.
     LockNameJoined,
+    /// The periodic host discovery runs on the leader only, the first by host name of
+    /// the nova-scheduler services that are up (before: on every scheduler).
+    DiscoverHostsLeaderOnly,
 }
 
 impl Behaviour {
@@ -172,6 +175,7 @@ impl Behaviour {
         Behaviour::TpmSecretSecurityFilter,
         Behaviour::OwnerNovaFilter,
         Behaviour::LockNameJoined,
+        Behaviour::DiscoverHostsLeaderOnly,
     ];
 
     /// The first series that does it.
@@ -182,7 +186,8 @@ impl Behaviour {
             }
             Behaviour::VersionutilsPredicate
             | Behaviour::ImagePropertiesWeigher
-            | Behaviour::Netaddr1 => NovaSeries::V2025_1,
+            | Behaviour::Netaddr1
+            | Behaviour::DiscoverHostsLeaderOnly => NovaSeries::V2025_1,
             Behaviour::MemEncryptionModelTrait | Behaviour::VirtioSoundFilter => {
                 NovaSeries::V2025_2
             }

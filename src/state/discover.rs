@@ -8,6 +8,7 @@
 
 use super::{cells, HostStateStore, StateError};
 use crate::model::ServiceInfo;
+use crate::release::{Behaviour, NovaSeries};
 use chrono::{NaiveDateTime, Utc};
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -30,6 +31,18 @@ pub enum DiscoverError {
         #[source]
         source: sqlx::Error,
     },
+}
+
+/// nova's warning when another discoverer mapped a host first, as `series` words it
+/// (`%s`: the exception).
+pub fn host_mapping_exists_warning(series: NovaSeries) -> &'static str {
+    if series.has(Behaviour::DiscoverHostsLeaderOnly) {
+        "This periodic task should only be enabled if discover hosts is not run via \
+         nova-manage, schedulers: %s"
+    } else {
+        "This periodic task should only be enabled on a single scheduler to prevent \
+         collisions between multiple schedulers: %s"
+    }
 }
 
 /// The leader rule: the first, by host name, of the `nova-scheduler` services that

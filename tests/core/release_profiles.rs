@@ -12,6 +12,7 @@ use nova_scheduler::manager::request_filter::{
 use nova_scheduler::model::selection::SELECTION_VERSION;
 use nova_scheduler::notifications::payload::REQUEST_SPEC_PAYLOAD_VERSION;
 use nova_scheduler::release::{Behaviour, NovaRelease, NovaSeries, NOVA_RELEASES};
+use nova_scheduler::state::discover::host_mapping_exists_warning;
 use nova_scheduler::state::service_row::SERVICE_VERSION;
 use nova_scheduler::weighers::registry::{in_release, ALL_WEIGHERS};
 use serde_json::Value;
@@ -106,6 +107,16 @@ fn every_release_profile_matches_its_own_code() {
             f["image_version_predicate"] == "versionutils",
             has(Behaviour::VersionutilsPredicate),
             "{name}: ImagePropertiesFilter's predicate"
+        );
+        assert_eq!(
+            f["discover_hosts"]["leader_only"],
+            has(Behaviour::DiscoverHostsLeaderOnly),
+            "{name}: the periodic host discovery's leader"
+        );
+        assert_eq!(
+            f["discover_hosts"]["host_mapping_exists_warning"],
+            host_mapping_exists_warning(series),
+            "{name}"
         );
 
         let ours: Vec<String> = filter_names().into_iter().map(String::from).collect();
