@@ -658,9 +658,14 @@ async fn discover_hosts_periodically(
 }
 
 /// Options set in nova.conf that `release`'s nova does not have: it ignores them, as
-/// nova ignores any option it does not register, and so does this daemon.
+/// nova ignores any option it does not register, and so does this daemon; and those it
+/// deprecates for removal, in oslo.config's words.
 pub fn release_warnings(config: &Config, release: NovaSeries) -> Vec<String> {
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = release::DEPRECATED_FOR_REMOVAL
+        .iter()
+        .filter(|o| release.has(o.since) && config.raw().get(o.group, o.name).is_some())
+        .map(|o| o.warning())
+        .collect();
     if !release.has(Behaviour::ImagePropertiesWeigher) {
         for option in [
             "image_props_weight_multiplier",
@@ -918,6 +923,30 @@ mod tests {
         )
         .expect("config");
         assert!(build_scheduler(&config).is_ok());
+    }
+
+    /// From 2026.1 the isolation namespace and separator are deprecated for removal:
+    /// set, they are warned of in oslo.config's words; before, nothing is said.
+    #[test]
+    fn options_a_release_deprecates_are_warned_of_when_set() {
+        let config = crate::config::from_ini_str(
+            "[filter_scheduler]\naggregate_image_properties_isolation_namespace = ns\n",
+        )
+        .expect("config");
+        assert!(release_warnings(&config, NovaSeries::V2025_2).is_empty());
+        let warnings = release_warnings(&config, NovaSeries::V2026_1);
+        assert_eq!(
+            warnings,
+            [
+                "Option \"aggregate_image_properties_isolation_namespace\" from group \
+              \"filter_scheduler\" is deprecated for removal (\nIt no longer possible to \
+              filter on arbitrary image metadata properties. Support\nfor this was removed \
+              in 12.0.0 (Liberty). As a result, this option is no longer\nuseful.\n).  Its \
+              value may be silently ignored in the future."
+            ]
+        );
+        let unset = crate::config::from_ini_str("").expect("config");
+        assert!(release_warnings(&unset, NovaSeries::V2026_2).is_empty());
     }
 
     /// The image-properties weigher's options on a release without it are named as

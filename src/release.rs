@@ -161,6 +161,52 @@ pub enum Behaviour {
     /// The periodic host discovery runs on the leader only, the first by host name of
     /// the nova-scheduler services that are up (before: on every scheduler).
     DiscoverHostsLeaderOnly,
+    /// `[filter_scheduler] aggregate_image_properties_isolation_namespace` and
+    /// `_separator` are deprecated for removal.
+    IsolationOptionsDeprecated,
+}
+
+/// An option a release deprecates for removal: oslo.config warns when it is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeprecatedOption {
+    pub group: &'static str,
+    pub name: &'static str,
+    /// `deprecated_reason`, as nova's code writes it (newlines included).
+    pub reason: &'static str,
+    pub since: Behaviour,
+}
+
+const ISOLATION_REASON: &str = "
+It no longer possible to filter on arbitrary image metadata properties. Support
+for this was removed in 12.0.0 (Liberty). As a result, this option is no longer
+useful.
+";
+
+/// The scheduler options deprecated for removal, with the release that did it.
+pub const DEPRECATED_FOR_REMOVAL: &[DeprecatedOption] = &[
+    DeprecatedOption {
+        group: "filter_scheduler",
+        name: "aggregate_image_properties_isolation_namespace",
+        reason: ISOLATION_REASON,
+        since: Behaviour::IsolationOptionsDeprecated,
+    },
+    DeprecatedOption {
+        group: "filter_scheduler",
+        name: "aggregate_image_properties_isolation_separator",
+        reason: ISOLATION_REASON,
+        since: Behaviour::IsolationOptionsDeprecated,
+    },
+];
+
+impl DeprecatedOption {
+    /// oslo.config's warning when the option is set (`_get_from_namespace`).
+    pub fn warning(&self) -> String {
+        format!(
+            "Option \"{}\" from group \"{}\" is deprecated for removal ({}).  Its value may \
+             be silently ignored in the future.",
+            self.name, self.group, self.reason
+        )
+    }
 }
 
 impl Behaviour {
@@ -176,6 +222,7 @@ impl Behaviour {
         Behaviour::OwnerNovaFilter,
         Behaviour::LockNameJoined,
         Behaviour::DiscoverHostsLeaderOnly,
+        Behaviour::IsolationOptionsDeprecated,
     ];
 
     /// The first series that does it.
@@ -191,7 +238,9 @@ impl Behaviour {
             Behaviour::MemEncryptionModelTrait | Behaviour::VirtioSoundFilter => {
                 NovaSeries::V2025_2
             }
-            Behaviour::TpmSecretSecurityFilter => NovaSeries::V2026_1,
+            Behaviour::TpmSecretSecurityFilter | Behaviour::IsolationOptionsDeprecated => {
+                NovaSeries::V2026_1
+            }
             Behaviour::OwnerNovaFilter | Behaviour::LockNameJoined => NovaSeries::V2026_2,
         }
     }

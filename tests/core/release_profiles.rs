@@ -11,7 +11,9 @@ use nova_scheduler::manager::request_filter::{
 };
 use nova_scheduler::model::selection::SELECTION_VERSION;
 use nova_scheduler::notifications::payload::REQUEST_SPEC_PAYLOAD_VERSION;
-use nova_scheduler::release::{Behaviour, NovaRelease, NovaSeries, NOVA_RELEASES};
+use nova_scheduler::release::{
+    Behaviour, NovaRelease, NovaSeries, DEPRECATED_FOR_REMOVAL, NOVA_RELEASES,
+};
 use nova_scheduler::state::discover::host_mapping_exists_warning;
 use nova_scheduler::state::service_row::SERVICE_VERSION;
 use nova_scheduler::weighers::registry::{in_release, ALL_WEIGHERS};
@@ -153,6 +155,20 @@ fn every_release_profile_matches_its_own_code() {
                 OWNER_NOVA_MIN_COMPUTE_VERSION,
                 "{name}"
             );
+        }
+
+        for (group, opts) in f["options"].as_object().expect("options") {
+            for (option, spec) in opts.as_object().expect("group") {
+                let ours = DEPRECATED_FOR_REMOVAL
+                    .iter()
+                    .find(|o| o.group == group && o.name == option)
+                    .is_some_and(|o| has(o.since));
+                assert_eq!(
+                    spec["deprecated_for_removal"] == true,
+                    ours,
+                    "{name}: [{group}] {option} deprecated for removal"
+                );
+            }
         }
 
         let translations = strings(&f["resource_request_translations"]);
