@@ -14,6 +14,7 @@ use nova_scheduler::filters::{build_chain, FilterConfig};
 use nova_scheduler::manager::request_filter as rf;
 use nova_scheduler::model::{Aggregate, HostState, RequestSpec, ServiceInfo};
 use nova_scheduler::notifications::NotifiedSpec;
+use nova_scheduler::release::NovaSeries;
 use nova_scheduler::placement::{
     allocation_candidates_query, destination_target, resources_from_request_spec, QueryOptions,
     TargetNode,
@@ -101,7 +102,7 @@ pub fn exercise_spec(spec: &RequestSpec, primitive: Option<&Value>) {
         }
     }
     if let Some(primitive) = primitive {
-        let mut notified = NotifiedSpec::new(primitive.clone());
+        let mut notified = NotifiedSpec::new(primitive.clone(), NovaSeries::NEWEST);
         let _ = notified.legacy_payload();
         let _ = notified.versioned_payload();
         notified.set_destination_aggregates(&["a1,a2".to_string()]);
