@@ -14,11 +14,11 @@ use nova_scheduler::filters::{build_chain, FilterConfig};
 use nova_scheduler::manager::request_filter as rf;
 use nova_scheduler::model::{Aggregate, HostState, RequestSpec, ServiceInfo};
 use nova_scheduler::notifications::NotifiedSpec;
-use nova_scheduler::release::NovaSeries;
 use nova_scheduler::placement::{
     allocation_candidates_query, destination_target, resources_from_request_spec, QueryOptions,
     TargetNode,
 };
+use nova_scheduler::release::NovaSeries;
 use nova_scheduler::scheduler::{ClaimError, Claimer, ScheduleRequest, Scheduler};
 use nova_scheduler::weighers::{build_pipeline, WeigherConfig};
 use serde_json::{json, Value};
