@@ -691,7 +691,7 @@ pub(crate) fn profile(
 ) -> Profile {
     let image_props_weigher = prefilters.release.has(Behaviour::ImagePropertiesWeigher);
     Profile {
-        scheduler,
+        scheduler: Arc::new(scheduler),
         prefilters,
         load_instance_system_metadata: image_props_weigher
             && config.filter_scheduler.image_props_weight_multiplier != 0.0,

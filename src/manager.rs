@@ -97,7 +97,8 @@ pub struct ManagerOptions {
 /// filters. A call decides with the profile it started with; the daemon replaces the
 /// whole profile ([`SchedulerManager::set_profile`]) when the cloud's release changes.
 pub struct Profile {
-    pub scheduler: Scheduler,
+    /// Shared with the records of the calls decided by it, which `explain` runs again.
+    pub scheduler: Arc<Scheduler>,
     /// The request filters' options (with the release) and `[workarounds]
     /// disable_fallback_pcpu_query`.
     pub prefilters: PrefilterOptions,
@@ -309,8 +310,7 @@ impl SchedulerManager {
             candidates: self.candidate_source.counts(),
             claims: self.claim_path.totals(),
         };
-        let profile = self.profile();
-        call.finish(result, &self.decisions, self.rerun(&profile), totals)
+        call.finish(result, &self.decisions, self.rerun(), totals)
             .await;
     }
 
@@ -336,8 +336,7 @@ impl SchedulerManager {
             .as_ref()
             .map(|s| s.ignore_hosts.clone())
             .unwrap_or_default();
-        let profile = self.profile();
-        let account = self.rerun(&profile).account(trace).await;
+        let account = self.rerun().account(trace).await;
         self.finish_call(call, &result).await;
         ShadowDecision {
             answers: answers_of(&result, &instance_uuids),
@@ -560,9 +559,8 @@ impl SchedulerManager {
         }
     }
 
-    fn rerun<'a>(&'a self, profile: &'a Profile) -> Rerun<'a> {
+    fn rerun(&self) -> Rerun<'_> {
         Rerun {
-            scheduler: &profile.scheduler,
             hosts: self.host_state_source.as_ref(),
         }
     }
@@ -732,10 +730,7 @@ impl Asked {
 
 impl Explainer for SchedulerManager {
     fn explain<'a>(&'a self, query: DecisionQuery) -> BoxFuture<'a, Option<Value>> {
-        Box::pin(async move {
-            let profile = self.profile();
-            self.decisions.answer(query, self.rerun(&profile)).await
-        })
+        Box::pin(async move { self.decisions.answer(query, self.rerun()).await })
     }
 }
 

@@ -2311,6 +2311,26 @@ async fn explain_names_the_filter_that_emptied_the_list_and_why() {
         !weighed[0]["scores"].as_array().unwrap().is_empty(),
         "every weigher's score is shown: {d}"
     );
+    let weighers_of = |d: &Value| d["explanation"]["weighing"]["weighers"].to_string();
+    assert!(weighers_of(&d).contains("ImagePropertiesWeigher"), "{d}");
+
+    // The cloud read as nova 29 after a SIGHUP: a decision made before is still
+    // explained with the weighers it was decided with (nova 34's).
+    sqlx::query("UPDATE services SET version = 67 WHERE `binary` <> 'nova-scheduler'")
+        .execute(&rig.cloud.cell)
+        .await
+        .unwrap();
+    LogRig::hup(&daemon);
+    wait_until("the switch to nova 29", 15, || {
+        daemon
+            .log_text()
+            .contains("SIGHUP: scheduling as nova 29 (2024.1)")
+    })
+    .await;
+    let (code, out, err) = explain_cli(port, &["--instance", &placed[0], "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let again: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(weighers_of(&again), weighers_of(&d), "{again}");
     rig.cloud.admin.delete_allocations(&placed[0]).await;
 
     // Every compute service disabled: Placement still offers both hosts, and

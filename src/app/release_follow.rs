@@ -24,6 +24,9 @@ pub(super) struct ReleaseFollower {
     row: ServiceRow,
     /// What calls are now decided as.
     scheduling_as: Mutex<NovaSeries>,
+    /// Held through a whole [`follow`](Self::follow): a SIGHUP while the first rows
+    /// are being followed waits, so the profile and the row are swapped in one order.
+    following: tokio::sync::Mutex<()>,
 }
 
 impl ReleaseFollower {
@@ -40,6 +43,7 @@ impl ReleaseFollower {
             store,
             row,
             scheduling_as: Mutex::new(scheduling_as),
+            following: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -51,6 +55,7 @@ impl ReleaseFollower {
     /// Reads the control plane's service rows and follows them (`why` opens the log
     /// lines). Returns false when no database holds a nova service row yet.
     pub(super) async fn follow(&self, why: &str) -> bool {
+        let _one_at_a_time = self.following.lock().await;
         let readings = self.store.newest_service_versions().await;
         let chosen = service_row::choose_version(&readings);
         let Some(newest) = chosen.source.newest() else {

@@ -13,6 +13,7 @@ use crate::rpc::{RemoteError, RequestContext};
 use crate::scheduler::{ScheduleOutcome, Scheduler};
 use chrono::Utc;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info};
 
@@ -126,10 +127,11 @@ impl Call {
         spec: &RequestSpec,
         cell: Option<&str>,
         candidates: Option<&Vec<AllocationCandidate>>,
-        scheduler: &Scheduler,
+        scheduler: &Arc<Scheduler>,
     ) {
         self.trace.cell = cell.map(str::to_string);
         self.trace.spec = Some(spec.clone());
+        self.trace.decided_by = Some(Arc::clone(scheduler));
         if let Some(candidates) = candidates {
             let filters = scheduler.filters.filters();
             if filters.iter().any(|f| f.reads_allocation_candidates(spec)) {

@@ -73,6 +73,9 @@ pub(super) struct CallTrace {
     pub instance_uuids: Vec<String>,
     /// The spec as the filters saw it (after the request filters).
     pub spec: Option<RequestSpec>,
+    /// The filters and weighers it was decided with (the release's at the time),
+    /// set with `spec`: explaining it later runs these, not the ones of now.
+    pub decided_by: Option<Arc<Scheduler>>,
     pub cell: Option<String>,
     /// `None`: no candidates question (a rebuild).
     pub candidates: Option<CandidatesSeen>,
@@ -229,10 +232,9 @@ impl DecisionRing {
     }
 }
 
-/// The filters and weighers run again over a call's candidates.
+/// A call's filters and weighers run again over its candidates.
 #[derive(Clone, Copy)]
 pub(super) struct Rerun<'a> {
-    pub scheduler: &'a Scheduler,
     pub hosts: &'a dyn HostStateSource,
 }
 
@@ -259,8 +261,8 @@ impl Rerun<'_> {
     /// `trace`'s candidates as their host states are now (the shadow's comparison);
     /// `None` without a candidates question or host states.
     pub(super) async fn account(&self, trace: &CallTrace) -> Option<Explanation> {
-        let (spec, hosts, now) = self.candidate_hosts(trace).await.ok()?;
-        self.scheduler
+        let (scheduler, spec, hosts, now) = self.candidate_hosts(trace).await.ok()?;
+        scheduler
             .explain(&hosts, spec, now, usize::MAX, usize::MAX)
             .ok()
     }
@@ -271,7 +273,15 @@ impl Rerun<'_> {
     async fn candidate_hosts<'t>(
         &self,
         trace: &'t CallTrace,
-    ) -> Result<(&'t RequestSpec, Vec<HostState>, DateTime<Utc>), Value> {
+    ) -> Result<
+        (
+            &'t Scheduler,
+            &'t RequestSpec,
+            Vec<HostState>,
+            DateTime<Utc>,
+        ),
+        Value,
+    > {
         let mut out = json!({ "as_of": "now", "filters": [] });
         let Some(seen) = &trace.candidates else {
             out["note"] = json!("no Placement question (a rebuild): not explained");
@@ -281,7 +291,7 @@ impl Rerun<'_> {
             out["emptied_by"] = json!("Placement");
             return Err(out);
         }
-        let Some(spec) = &trace.spec else {
+        let (Some(spec), Some(scheduler)) = (&trace.spec, &trace.decided_by) else {
             out["note"] = json!("the request failed before its hosts were read");
             return Err(out);
         };
@@ -305,14 +315,14 @@ impl Rerun<'_> {
                 }
             }
         }
-        Ok((spec, hosts, now))
+        Ok((scheduler, spec, hosts, now))
     }
 
     /// The filters and weighers run again over `trace`'s candidates as their host
     /// states are now; with `host`, only that host.
     async fn now(&self, trace: &CallTrace, host: Option<&str>) -> Value {
         let mut out = json!({ "as_of": "now", "filters": [] });
-        let (spec, mut hosts, now) = match self.candidate_hosts(trace).await {
+        let (scheduler, spec, mut hosts, now) = match self.candidate_hosts(trace).await {
             Ok(found) => found,
             Err(said) => return said,
         };
@@ -327,10 +337,7 @@ impl Rerun<'_> {
             }
         }
         let top = if host.is_some() { 1 } else { WEIGHED_HOSTS };
-        match self
-            .scheduler
-            .explain(&hosts, spec, now, LISTED_PER_FILTER, top)
-        {
+        match scheduler.explain(&hosts, spec, now, LISTED_PER_FILTER, top) {
             Ok(explanation) => {
                 fill(&mut out, &explanation);
                 if let Some(name) = host {

@@ -205,7 +205,7 @@ impl Cloud {
         };
         options(&mut manager_options);
         let profile = Profile {
-            scheduler,
+            scheduler: Arc::new(scheduler),
             prefilters: PrefilterOptions::default(),
             load_instance_system_metadata: false,
         };
