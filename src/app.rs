@@ -3,7 +3,7 @@
 //! Placement edges, the manager endpoint, and the RPC server; SIGTERM/SIGINT stop it.
 
 use crate::config::{Config, DbUrl};
-use crate::filters::{build_chain, FilterConfig};
+use crate::filters::{build_chain_with, FilterConfig};
 use crate::manager::{
     ManagerEndpoint, ManagerOptions, PrefilterOptions, Profile, SchedulerManager,
 };
@@ -126,11 +126,16 @@ pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Schedu
             .packing_host_numa_cells_allocation_strategy,
         release,
     };
-    let filters = build_chain(&fs.enabled_filters, &filter_config).map(|chain| {
-        chain.on_filtered(|filter, hosts_in, hosts_out| {
-            crate::observe::metrics().filter(filter, hosts_in, hosts_out)
-        })
-    });
+    // The operator's own classes (entries of available_filters that are not nova's),
+    // loaded as nova loads them even when none is enabled.
+    let custom = crate::plugins::load_custom_filters(&fs.available_filters, &python_setup(config))
+        .map_err(|e| AppError::Config(e.to_string()))?;
+    let filters =
+        build_chain_with(&fs.enabled_filters, &filter_config, custom.as_deref()).map(|chain| {
+            chain.on_filtered(|filter, hosts_in, hosts_out| {
+                crate::observe::metrics().filter(filter, hosts_in, hosts_out)
+            })
+        });
     let weigher_config = WeigherConfig {
         ram_weight_multiplier: fs.ram_weight_multiplier,
         cpu_weight_multiplier: fs.cpu_weight_multiplier,
@@ -176,6 +181,16 @@ pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Schedu
             .compute
             .packing_host_numa_cells_allocation_strategy,
     })
+}
+
+/// Where the embedded Python takes its packages and nova.conf from.
+fn python_setup(config: &Config) -> crate::plugins::PythonSetup {
+    let (config_files, config_dirs) = config.source_paths();
+    crate::plugins::PythonSetup {
+        interpreter: config.nova_scheduler_rs.python.clone(),
+        config_files,
+        config_dirs,
+    }
 }
 
 fn rpc_options(config: &Config) -> RpcServerOptions {

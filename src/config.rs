@@ -102,6 +102,8 @@ pub struct Config {
     /// `[pci]`.
     pub pci: PciSection,
     raw: RawConfig,
+    /// The files and directories read, in order (none for a string).
+    sources: Vec<ConfigSource>,
 }
 
 /// Reads every source in order (see [`cli`] for the order oslo uses); `OS_<GROUP>__<OPTION>`
@@ -121,7 +123,9 @@ pub fn load_sources_with_errors(sources: &[ConfigSource]) -> (Config, Vec<Config
     for source in sources {
         read_source(source, &mut raw, &mut errors);
     }
-    Config::build(raw, errors)
+    let (mut config, errors) = Config::build(raw, errors);
+    config.sources = sources.to_vec();
+    (config, errors)
 }
 
 /// Reads `config_files` in order, then the `*.conf` files of each of `config_dirs` in
@@ -391,6 +395,7 @@ impl Config {
             placement_database,
             placement_database_url,
             raw,
+            sources: Vec::new(),
         };
         if config.default.servicegroup_driver == "mc" {
             errors.push(ConfigError::Invalid {
@@ -406,6 +411,34 @@ impl Config {
     }
 
     /// Every value of every file, including groups and options no section models.
+    /// The existing files and directories this configuration was read from, in
+    /// order, for another reader of the same nova.conf (the embedded Python's
+    /// oslo.config).
+    pub fn source_paths(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        for source in &self.sources {
+            let (path, is_dir, optional) = match source {
+                ConfigSource::File(p) => (p, false, false),
+                ConfigSource::Dir(p) => (p, true, false),
+                ConfigSource::Optional(inner) => match inner.as_ref() {
+                    ConfigSource::File(p) => (p, false, true),
+                    ConfigSource::Dir(p) => (p, true, true),
+                    ConfigSource::Optional(_) => continue,
+                },
+            };
+            let path = cli::expand_home(path);
+            if optional && !path.exists() {
+                continue;
+            }
+            if is_dir {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+        (files, dirs)
+    }
+
     pub fn raw(&self) -> &RawConfig {
         &self.raw
     }

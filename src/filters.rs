@@ -38,7 +38,18 @@ use crate::model::{HostState, RequestSpec};
 use chrono::{DateTime, Utc};
 
 pub use chain::{Consumed, FilterChain, FilterStep};
-pub use registry::{build_chain, FilterConfig, UnknownFilters};
+pub use registry::{build_chain, build_chain_with, FilterConfig, UnknownFilters};
+
+/// Filter classes from outside this crate (an operator's own), offered by class
+/// name beside nova's.
+pub trait CustomFilters: Send + Sync {
+    /// The class names offered, in the order they were loaded.
+    fn names(&self) -> Vec<String>;
+
+    /// A new instance of the class named `name` (`None`: no such class here), or
+    /// why it could not be made.
+    fn build(&self, name: &str) -> Option<Result<Box<dyn HostFilter>, String>>;
+}
 
 /// What a filter may read besides the host: the request and where we are in it.
 pub struct FilterRequest<'a> {
@@ -110,5 +121,19 @@ pub trait HostFilter: Send + Sync {
     /// request is decided the plain way.
     fn reads_allocation_candidates(&self, _spec: &RequestSpec) -> bool {
         false
+    }
+
+    /// True for a filter judged over the whole list at once (nova's `filter_all`,
+    /// an operator's Python class: one call per request, not one per host); the
+    /// chain then calls [`filter_all`](Self::filter_all) instead of `filter_host`.
+    fn filters_all_at_once(&self) -> bool {
+        false
+    }
+
+    /// One verdict per host of `hosts` (the hosts still in the list, in its order),
+    /// for a filter that [filters all at once](Self::filters_all_at_once); by
+    /// default each host's `host_passes`.
+    fn filter_all(&self, hosts: &[&HostState], req: &FilterRequest<'_>) -> Vec<bool> {
+        hosts.iter().map(|h| self.host_passes(h, req)).collect()
     }
 }

@@ -29,6 +29,8 @@
 //!   request, the provider index.
 //! - [`notifications`]: the scheduler's legacy and versioned notifications (payloads).
 //! - [`manager`]: nova's `SchedulerManager` RPC endpoint: `select_destinations`.
+//! - [`plugins`]: an operator's own nova filter classes, run unchanged in an embedded
+//!   CPython (the `python` feature).
 //! - [`recording`]: the recording of `select_destinations` calls and answers (gzip JSON
 //!   lines, rotated), and its reader for `replay`.
 //! - [`observe`]: metrics, liveness and readiness, the HTTP listener, the `explain` client.
@@ -52,6 +54,7 @@ pub mod numa;
 pub mod observe;
 pub mod pci;
 pub mod placement;
+pub mod plugins;
 pub mod py;
 pub mod recording;
 pub mod release;

@@ -363,6 +363,9 @@ impl SchedulerManager {
             return_alternates,
         } = self.decode(args)?;
         let profile = self.profile();
+        if profile.scheduler.reads_request_objects() {
+            spec.primitive = Some(SelectArgs::primitive_text(args));
+        }
         let mut notice = Notice::new(self.notifier.as_deref(), args, &spec, profile.release());
         call.instances(instance_uuids.as_deref());
         let request_id = ctx.global_request_id().or(ctx.request_id());

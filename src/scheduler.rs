@@ -142,6 +142,15 @@ struct RequestShape {
 }
 
 impl Scheduler {
+    /// True when a filter reads nova's own request object (an operator's Python
+    /// class): the call's request spec is then kept as it came.
+    pub fn reads_request_objects(&self) -> bool {
+        self.filters
+            .filters()
+            .iter()
+            .any(|f| f.filters_all_at_once())
+    }
+
     /// nova's `_get_sorted_hosts`: filter, weigh, optionally shuffle the best ties,
     /// then move a random pick among the best `host_subset_size` to the front.
     pub fn sorted_hosts<R: Rng + ?Sized>(

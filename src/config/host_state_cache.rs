@@ -59,6 +59,10 @@ pub struct HostStateCacheSection {
     pub record_keep: u32,
     /// The nova release the cloud is scheduled as (`auto`: its control plane's).
     pub nova_release: ReleaseChoice,
+    /// The Python interpreter (a virtualenv's `bin/python`) whose packages hold nova
+    /// and the operator's own filter classes; `None`: the one `nova-scheduler` on
+    /// `PATH` runs with.
+    pub python: Option<std::path::PathBuf>,
 }
 
 impl Default for HostStateCacheSection {
@@ -78,6 +82,7 @@ impl Default for HostStateCacheSection {
             record_max_bytes: 100 * 1024 * 1024,
             record_keep: 5,
             nova_release: ReleaseChoice::Auto,
+            python: None,
         }
     }
 }
@@ -144,6 +149,9 @@ impl HostStateCacheSection {
                 let text = r.choice("nova_release", "auto", &choices, true);
                 ReleaseChoice::parse(&text).unwrap_or(d.nova_release)
             },
+            python: Some(r.string("python", ""))
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| std::path::PathBuf::from(p.trim())),
         }
     }
 }

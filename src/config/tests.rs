@@ -869,12 +869,8 @@ fn every_read_not_used_option_set_off_its_default_is_named_at_startup() {
     )
     .unwrap();
     let warnings = c.not_honoured();
-    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
     for (option, why) in [
-        (
-            "[filter_scheduler] available_filters",
-            "the filters are built in",
-        ),
         (
             "[DEFAULT] internal_service_availability_zone",
             "it changes nothing here",

@@ -64,9 +64,12 @@ impl FilterChain {
         candidates: &[usize],
         req: &FilterRequest<'_>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
-        let (kept, history, full) = self.run_with(candidates, req, |filter, i| {
-            filter.host_passes(&hosts[i], req)
-        });
+        let (kept, history, full) = self.run_with(
+            candidates,
+            req,
+            |filter, i| filter.host_passes(&hosts[i], req),
+            |filter, current| filter.filter_all(&refs(hosts, current), req),
+        );
         if kept.is_empty() {
             log_emptied(hosts, req, &history, &full);
         }
@@ -98,9 +101,16 @@ impl FilterChain {
         req: &FilterRequest<'_>,
         after: Option<Consumed>,
     ) -> (Vec<usize>, Vec<FilterStep>) {
-        let (kept, history, full) = self.run_with_after(candidates, req, after, |filter, i| {
-            filter.filter_host(&mut hosts[i], req)
-        });
+        // The two visits never run at once; a cell lends the hosts to each in turn.
+        let hosts = std::cell::RefCell::new(hosts);
+        let (kept, history, full) = self.run_with_after(
+            candidates,
+            req,
+            after,
+            |filter, i| filter.filter_host(&mut hosts.borrow_mut()[i], req),
+            |filter, current| filter.filter_all(&refs(&hosts.borrow(), current), req),
+        );
+        let hosts = hosts.into_inner();
         if kept.is_empty() {
             log_emptied(hosts, req, &history, &full);
         }
@@ -115,8 +125,9 @@ impl FilterChain {
         candidates: &[usize],
         req: &FilterRequest<'_>,
         passes: impl FnMut(&dyn HostFilter, usize) -> bool,
+        passes_all: impl FnMut(&dyn HostFilter, &[usize]) -> Vec<bool>,
     ) -> (Vec<usize>, Vec<FilterStep>, Vec<FullStep>) {
-        self.run_with_after(candidates, req, None, passes)
+        self.run_with_after(candidates, req, None, passes, passes_all)
     }
 
     fn run_with_after(
@@ -125,6 +136,7 @@ impl FilterChain {
         req: &FilterRequest<'_>,
         after: Option<Consumed>,
         mut passes: impl FnMut(&dyn HostFilter, usize) -> bool,
+        mut passes_all: impl FnMut(&dyn HostFilter, &[usize]) -> Vec<bool>,
     ) -> (Vec<usize>, Vec<FilterStep>, Vec<FullStep>) {
         let mut current = candidates.to_vec();
         let mut history = Vec::new();
@@ -152,6 +164,10 @@ impl FilterChain {
                         }
                     }
                 }
+            } else if !skip && filter.filters_all_at_once() {
+                let keep = passes_all(filter.as_ref(), &current);
+                let mut kept = keep.into_iter();
+                current.retain(|_| kept.next().unwrap_or(false));
             } else if !skip {
                 // Hosts are visited in memory order; the survivors keep their order.
                 let mut keep = vec![false; current.len()];
@@ -193,6 +209,11 @@ impl FilterChain {
         }
         (current, history, full)
     }
+}
+
+/// The hosts at `positions`, in that order.
+fn refs<'h>(hosts: &'h [HostState], positions: &[usize]) -> Vec<&'h HostState> {
+    positions.iter().map(|&i| &hosts[i]).collect()
 }
 
 /// What changed since the previous instance's filtering (see

@@ -37,7 +37,7 @@ use super::same_host_filter::SameHostFilter;
 use super::server_group_affinity_filter::ServerGroupAffinityFilter;
 use super::server_group_anti_affinity_filter::ServerGroupAntiAffinityFilter;
 use super::simple_cidr_affinity_filter::{Netaddr, SimpleCIDRAffinityFilter};
-use super::{FilterChain, HostFilter};
+use super::{CustomFilters, FilterChain, HostFilter};
 use crate::release::{Behaviour, NovaSeries};
 
 /// The options filters read, captured once when the chain is built.
@@ -259,7 +259,7 @@ const NOT_YET: &[&str] = &[];
 
 /// Every `enabled_filters` entry that could not be resolved, reported at once.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", describe(.unknown, .not_implemented, .unavailable))]
+#[error("{}", describe(.unknown, .not_implemented, .unavailable, .failed))]
 pub struct UnknownFilters {
     /// Names nova itself would reject (`SchedulerHostFilterNotFound`).
     pub unknown: Vec<String>,
@@ -267,9 +267,16 @@ pub struct UnknownFilters {
     pub not_implemented: Vec<String>,
     /// Removed nova filters that cannot be offered, each with the reason.
     pub unavailable: Vec<String>,
+    /// An operator's classes that could not be instantiated, each with the reason.
+    pub failed: Vec<String>,
 }
 
-fn describe(unknown: &[String], not_implemented: &[String], unavailable: &[String]) -> String {
+fn describe(
+    unknown: &[String],
+    not_implemented: &[String],
+    unavailable: &[String],
+    failed: &[String],
+) -> String {
     let mut parts = Vec::new();
     if !unknown.is_empty() {
         parts.push(format!(
@@ -284,6 +291,7 @@ fn describe(unknown: &[String], not_implemented: &[String], unavailable: &[Strin
         ));
     }
     parts.extend(unavailable.iter().cloned());
+    parts.extend(failed.iter().cloned());
     parts.join("; ")
 }
 
@@ -303,13 +311,32 @@ pub fn build_chain(
     enabled: &[String],
     config: &FilterConfig,
 ) -> Result<FilterChain, UnknownFilters> {
+    build_chain_with(enabled, config, None)
+}
+
+/// [`build_chain`] with an operator's classes beside nova's; one of theirs that
+/// takes a nova filter's name is the one enabled (nova keeps the last class of a
+/// name, and theirs are listed after nova's).
+pub fn build_chain_with(
+    enabled: &[String],
+    config: &FilterConfig,
+    custom: Option<&dyn CustomFilters>,
+) -> Result<FilterChain, UnknownFilters> {
     let mut filters = Vec::new();
     let mut errors = UnknownFilters {
         unknown: Vec::new(),
         not_implemented: Vec::new(),
         unavailable: Vec::new(),
+        failed: Vec::new(),
     };
     for entry in enabled {
+        if let Some(built) = custom.and_then(|c| c.build(entry.trim())) {
+            match built {
+                Ok(filter) => filters.push(filter),
+                Err(why) => errors.failed.push(why),
+            }
+            continue;
+        }
         let name = class_name(entry);
         let legacy = LEGACY
             .iter()
@@ -331,6 +358,7 @@ pub fn build_chain(
     if errors.unknown.is_empty()
         && errors.not_implemented.is_empty()
         && errors.unavailable.is_empty()
+        && errors.failed.is_empty()
     {
         Ok(FilterChain::new(filters))
     } else {

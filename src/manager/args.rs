@@ -67,6 +67,18 @@ impl SelectArgs {
         })
     }
 
+    /// The call's request spec as the operator's Python filters receive it (see
+    /// `RequestSpec::primitive`): `spec_obj`, or the legacy dicts.
+    pub fn primitive_text(args: &Map<String, Value>) -> std::sync::Arc<str> {
+        let mut kept = Map::new();
+        for key in ["spec_obj", "request_spec", "filter_properties"] {
+            if let Some(v) = args.get(key) {
+                kept.insert(key.to_string(), v.clone());
+            }
+        }
+        Value::Object(kept).to_string().into()
+    }
+
     /// The instances asked for are within `[nova_scheduler_rs] max_instances_per_request`
     /// (the uuids, or `num_instances` without them: nova's loop runs that often).
     pub fn check_size(&self, max: u32) -> Result<(), RemoteError> {

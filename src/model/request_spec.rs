@@ -123,6 +123,10 @@ pub struct RequestSpec {
     pub network_metadata: Option<Value>,
     /// `requested_networks` (a `NetworkRequestList`); empty when unset.
     pub requested_networks: Vec<NetworkRequest>,
+    /// The call's own request spec as JSON text (`{"spec_obj": …}`, or the legacy
+    /// `{"request_spec": …, "filter_properties": …}`), kept only when a filter of
+    /// the operator's reads nova's object itself.
+    pub primitive: Option<std::sync::Arc<str>>,
 }
 
 impl RequestSpec {
@@ -186,6 +190,7 @@ impl RequestSpec {
                 .map(NetworkRequest::list_from_primitive)
                 .transpose()?
                 .unwrap_or_default(),
+            primitive: None,
         })
     }
 

@@ -175,6 +175,20 @@ impl Cloud {
         options: impl FnOnce(&mut ManagerOptions),
         client: impl FnOnce(&mut PlacementOptions),
     ) -> SchedulerManager {
+        let config = nova_scheduler::config::from_ini_str("").expect("default nova.conf");
+        self.scheduler_from(placement_url, seed, &config, options, client)
+            .await
+    }
+
+    /// [`Cloud::scheduler_custom`] with the filters and weighers `config` names.
+    pub async fn scheduler_from(
+        &self,
+        placement_url: &str,
+        seed: u64,
+        config: &nova_scheduler::config::Config,
+        options: impl FnOnce(&mut ManagerOptions),
+        client: impl FnOnce(&mut PlacementOptions),
+    ) -> SchedulerManager {
         let store = HostStateStore::connect(StateOptions::new(
             nova_schema::sqlx_url(&self.api_db),
             nova_schema::sqlx_url(&self.cell0_db),
@@ -182,8 +196,7 @@ impl Cloud {
         ))
         .await
         .expect("host state store");
-        let config = nova_scheduler::config::from_ini_str("").expect("default nova.conf");
-        let scheduler = nova_scheduler::app::build_scheduler(&config).expect("scheduler");
+        let scheduler = nova_scheduler::app::build_scheduler(config).expect("scheduler");
         let mut placement_options = PlacementOptions {
             endpoint: Some(placement_url.to_string()),
             auth: PlacementAuth::AdminToken {

@@ -32,6 +32,7 @@ const EDGES: &[&str] = &[
     "telemetry",
     "notifications",
     "recording",
+    "plugins",
     "tools",
     "simulate",
 ];

@@ -42,3 +42,4 @@ mod placement_batch_claims;
 mod placement_claims;
 mod placement_client;
 mod placement_index_refresh;
+mod placement_python_filters;

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+//! Filters that are not nova's own: an operator's Python classes, named in
+//! `[filter_scheduler] available_filters` as nova names them, run unchanged in an
+//! embedded CPython ([`python`], the `python` cargo feature).
+//!
+//! nova's loader reads `available_filters` (class paths, or paths of functions that
+//! return classes; `nova.scheduler.filters.all_filters` by default) and
+//! `enabled_filters` names classes among them. nova's own entries are built in
+//! here; every other entry is loaded by nova's own loader in the embedded
+//! interpreter, and the classes it yields can be enabled by their class name. A
+//! class of the operator's that takes a nova filter's name wins, as the last class
+//! of a name wins in nova's map.
+
+#[cfg(feature = "python")]
+pub mod python;
+
+use crate::filters::CustomFilters;
+use std::path::{Path, PathBuf};
+
+/// Why the operator's classes cannot be run.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginError {
+    #[error(
+        "[filter_scheduler] available_filters names {entries}: this build of \
+         nova-scheduler-rs has no embedded Python (built without the `python` feature), \
+         so it cannot run filter classes that are not nova's"
+    )]
+    NoPython { entries: String },
+    #[error("the Python interpreter for [filter_scheduler] available_filters: {0}")]
+    Interpreter(String),
+    /// Loading or instantiating a class raised; the exception as Python prints it.
+    #[error("{0}")]
+    Raised(String),
+}
+
+/// An `available_filters` entry that names nova's own filters (built in here).
+pub fn is_nova_entry(entry: &str) -> bool {
+    let entry = entry.trim();
+    entry == "nova.scheduler.filters.all_filters" || entry.starts_with("nova.scheduler.filters.")
+}
+
+/// The `available_filters` entries that are not nova's.
+pub fn custom_entries(available: &[String]) -> Vec<String> {
+    available
+        .iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty() && !is_nova_entry(e))
+        .collect()
+}
+
+/// Where the embedded interpreter takes its packages and nova.conf from.
+#[derive(Debug, Clone, Default)]
+pub struct PythonSetup {
+    /// `[nova_scheduler_rs] python`; `None`: `nova-scheduler`'s interpreter.
+    pub interpreter: Option<PathBuf>,
+    /// The daemon's nova.conf files and directories, read again by oslo.config.
+    pub config_files: Vec<PathBuf>,
+    pub config_dirs: Vec<PathBuf>,
+}
+
+impl PythonSetup {
+    /// The interpreter to take packages from: the configured one, else the one on
+    /// the `#!` line of `nova-scheduler` on `PATH`.
+    pub fn interpreter(&self) -> Result<PathBuf, PluginError> {
+        if let Some(path) = &self.interpreter {
+            return Ok(path.clone());
+        }
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let script = std::env::split_paths(&path)
+            .map(|dir| dir.join("nova-scheduler"))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                PluginError::Interpreter(
+                    "set [nova_scheduler_rs] python to the bin/python of the environment \
+                     nova is installed in (no nova-scheduler on PATH to take it from)"
+                        .to_string(),
+                )
+            })?;
+        shebang_interpreter(&script)
+    }
+}
+
+/// The interpreter of a script's `#!` line.
+fn shebang_interpreter(script: &Path) -> Result<PathBuf, PluginError> {
+    let text = std::fs::read(script)
+        .map_err(|e| PluginError::Interpreter(format!("{}: {e}", script.display())))?;
+    let first = text.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(first);
+    line.strip_prefix("#!")
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|p| !p.ends_with("/env"))
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            PluginError::Interpreter(format!(
+                "{} has no #! line naming its interpreter: set [nova_scheduler_rs] python",
+                script.display()
+            ))
+        })
+}
+
+/// The operator's filter classes that `available_filters` names, ready to be
+/// enabled by name; `Ok(None)` when every entry is nova's.
+pub fn load_custom_filters(
+    available: &[String],
+    setup: &PythonSetup,
+) -> Result<Option<Box<dyn CustomFilters>>, PluginError> {
+    let entries = custom_entries(available);
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    #[cfg(feature = "python")]
+    {
+        let classes = python::PythonFilterClasses::load(entries, setup)?;
+        Ok(Some(Box::new(classes)))
+    }
+    #[cfg(not(feature = "python"))]
+    {
+        let _ = setup;
+        Err(PluginError::NoPython {
+            entries: entries.join(", "),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nova_entries_are_built_in_and_the_rest_are_custom() {
+        let available = vec![
+            "nova.scheduler.filters.all_filters".to_string(),
+            " mycloud.filters.RackFilter ".to_string(),
+            "nova.scheduler.filters.compute_filter.ComputeFilter".to_string(),
+            "mycloud.filters.all".to_string(),
+        ];
+        assert_eq!(
+            custom_entries(&available),
+            vec!["mycloud.filters.RackFilter", "mycloud.filters.all"]
+        );
+        assert!(
+            load_custom_filters(&available[..1], &PythonSetup::default())
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_interpreter_is_read_from_a_shebang() {
+        let dir = std::env::temp_dir().join(format!("nsrs-shebang-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("nova-scheduler");
+        std::fs::write(&script, "#!/opt/nova/bin/python3 -s\nimport sys\n").unwrap();
+        assert_eq!(
+            shebang_interpreter(&script).unwrap(),
+            PathBuf::from("/opt/nova/bin/python3")
+        );
+        std::fs::write(&script, "#!/usr/bin/env python3\n").unwrap();
+        assert!(shebang_interpreter(&script).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: Apache-2.0
+//! An operator's own filter classes (`tests/plugins/mycloud_filters.py`), named in
+//! `available_filters` as nova names them, run in the embedded interpreter by the
+//! manager, against nova's own HostManager and filter handler running the same
+//! classes over the same databases (`tests/oracle/custom_filters_oracle.py`): the
+//! hosts nova leaves are the ones this daemon chooses among, request by request.
+
+use crate::claims_cloud;
+use crate::nova_schema;
+use crate::venv;
+
+use claims_cloud::*;
+use nova_scheduler::observe::listener::{DecisionQuery, Explainer};
+use serde_json::{json, Value};
+use sqlx::MySqlPool;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const PLUGINS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins");
+const ORACLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/oracle/custom_filters_oracle.py"
+);
+
+/// A shell script that runs the venv's python with the operator's module on its
+/// path, as an operator's environment has it installed.
+fn interpreter(dir: &Path, venv: &Path) -> std::path::PathBuf {
+    let path = dir.join("python");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nPYTHONPATH={PLUGINS} exec {} \"$@\"\n",
+            venv.join("bin/python").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A boot request of a small flavor with `extra` specs, as nova-conductor sends it
+/// (the fields it always sets), its objects at versions nova 34 reads.
+fn request(cloud: &Cloud, extra: Value, uuids: &[String]) -> Value {
+    let mut spec = cloud.spec((1, 512, 1), extra, uuids);
+    let data = &mut spec["nova_object.data"];
+    data["image"]["nova_object.data"]["properties"]["nova_object.version"] = json!("1.0");
+    for unset in [
+        "numa_topology",
+        "pci_requests",
+        "ignore_hosts",
+        "force_hosts",
+        "force_nodes",
+        "requested_destination",
+        "retry",
+        "instance_group",
+    ] {
+        data[unset] = Value::Null;
+    }
+    data["scheduler_hints"] = json!({});
+    data["requested_resources"] = json!([]);
+    spec
+}
+
+async fn aggregate(api: &MySqlPool, name: &str, licence: &str, hosts: &[&str]) {
+    let id = sqlx::query(
+        "INSERT INTO aggregates (created_at, uuid, name) VALUES (UTC_TIMESTAMP(), UUID(), ?)",
+    )
+    .bind(name)
+    .execute(api)
+    .await
+    .unwrap()
+    .last_insert_id();
+    sqlx::query("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value) VALUES (UTC_TIMESTAMP(), ?, 'licence', ?)")
+        .bind(id)
+        .bind(licence)
+        .execute(api)
+        .await
+        .unwrap();
+    for host in hosts {
+        sqlx::query("INSERT INTO aggregate_hosts (created_at, aggregate_id, host) VALUES (UTC_TIMESTAMP(), ?, ?)")
+            .bind(id)
+            .bind(host)
+            .execute(api)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_python_filters_leave_the_hosts_nova_leaves() {
+    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    let venv = venv::find();
+    let cloud = Cloud::new("pyfilters").await;
+    let hosts = ["pyf-r1-a", "pyf-r1-b", "pyf-r2-a", "pyf-r2-b"];
+    let mut providers = Vec::new();
+    for host in hosts {
+        providers.push(cloud.host(host, (16, 1.0), 16384, 200).await);
+    }
+    // What a resource tracker reports and nova's HostState reads.
+    sqlx::query(
+        "UPDATE compute_nodes SET supported_instances = '[[\"x86_64\", \"kvm\", \"hvm\"]]'",
+    )
+    .execute(&cloud.cell)
+    .await
+    .unwrap();
+    let api = MySqlPool::connect(&nova_schema::sqlx_url(&cloud.api_db))
+        .await
+        .expect("API database");
+    for host in hosts {
+        // nova's HostManager reads a host's instances only through its host mapping.
+        sqlx::query("INSERT INTO host_mappings (created_at, cell_id, host) SELECT UTC_TIMESTAMP(), id, ? FROM cell_mappings WHERE name = 'cell1'")
+            .bind(host)
+            .execute(&api)
+            .await
+            .unwrap();
+    }
+    aggregate(&api, "licensed", "oracle", &["pyf-r1-a", "pyf-r2-a"]).await;
+    aggregate(&api, "other", "sap", &["pyf-r2-b"]).await;
+    for (host, n) in [("pyf-r1-b", 2), ("pyf-r2-a", 1)] {
+        for _ in 0..n {
+            sqlx::query("INSERT INTO instances (created_at, uuid, host, node, deleted, vm_state, project_id, user_id) VALUES (UTC_TIMESTAMP(), ?, ?, ?, 0, 'active', 'p', 'u')")
+                .bind(uuid())
+                .bind(host)
+                .bind(host)
+                .execute(&cloud.cell)
+                .await
+                .unwrap();
+        }
+    }
+
+    let dir = std::env::temp_dir().join(format!("nsrs-pyfilters-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("nova.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\nservice_down_time = 3600\n\
+             [database]\nconnection = {cell0}\n[api_database]\nconnection = {api}\n\
+             [filter_scheduler]\n\
+             available_filters = nova.scheduler.filters.all_filters\n\
+             available_filters = mycloud_filters.all_filters\n\
+             enabled_filters = ComputeFilter,LicenceFilter,RackHintFilter,InstanceCapFilter,ExplodingFilter\n\
+             [nova_scheduler_rs]\npython = {python}\n",
+            cell0 = nova_schema::sqla_url(&cloud.cell0_db),
+            api = nova_schema::sqla_url(&cloud.api_db),
+            python = interpreter(&dir, &venv).display(),
+        ),
+    )
+    .unwrap();
+    let config = nova_scheduler::config::load(std::slice::from_ref(&conf), &[]).expect("nova.conf");
+    let scheduler =
+        nova_scheduler::app::build_scheduler(&config).expect("the operator's classes load");
+    assert_eq!(
+        scheduler.filters.names(),
+        [
+            "ComputeFilter",
+            "LicenceFilter",
+            "RackHintFilter",
+            "InstanceCapFilter",
+            "ExplodingFilter"
+        ]
+    );
+    let gate = Gate::start("pyfilters", None).await;
+    let manager = cloud
+        .scheduler_from(&gate.url, 3, &config, |_| {}, |_| {})
+        .await;
+
+    let mut oracle = Command::new(venv.join("bin/python"))
+        .arg(ORACLE)
+        .arg(&conf)
+        .env("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
+        .env("PYTHONPATH", PLUGINS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("nova's filter handler");
+    let mut to_oracle = oracle.stdin.take().unwrap();
+    let mut from_oracle = BufReader::new(oracle.stdout.take().unwrap()).lines();
+
+    // (flavor extra specs, scheduler hints, the hosts nova should leave)
+    let cases: Vec<(Value, Value, Vec<&str>)> = vec![
+        (
+            json!({}),
+            json!({}),
+            vec!["pyf-r1-a", "pyf-r2-a", "pyf-r2-b"],
+        ),
+        (
+            json!({"mycloud:licence": "oracle"}),
+            json!({}),
+            vec!["pyf-r1-a", "pyf-r2-a"],
+        ),
+        (
+            json!({"mycloud:licence": "oracle"}),
+            json!({"rack": ["pyf-r2"]}),
+            vec!["pyf-r2-a"],
+        ),
+        (
+            json!({}),
+            json!({"rack": ["pyf-r1"], "max_instances": ["3"]}),
+            vec!["pyf-r1-a", "pyf-r1-b"],
+        ),
+        (
+            json!({}),
+            json!({"max_instances": ["1"]}),
+            vec!["pyf-r1-a", "pyf-r2-b"],
+        ),
+        (
+            json!({"mycloud:licence": "sap"}),
+            json!({"rack": ["pyf-r1"]}),
+            vec![],
+        ),
+    ];
+    for (extra, hints, expected) in cases {
+        let uuids = vec![uuid()];
+        let mut spec = request(&cloud, extra.clone(), &uuids);
+        spec["nova_object.data"]["scheduler_hints"] = hints.clone();
+        writeln!(
+            to_oracle,
+            "{}",
+            json!({"spec_obj": spec, "providers": providers})
+        )
+        .unwrap();
+        let nova: Value = serde_json::from_str(&from_oracle.next().unwrap().unwrap()).unwrap();
+        let nova_hosts: BTreeSet<String> = serde_json::from_value(nova["hosts"].clone())
+            .unwrap_or_else(|_| panic!("nova's filter handler: {nova}"));
+        assert_eq!(
+            nova_hosts,
+            expected.iter().map(|h| h.to_string()).collect(),
+            "nova, for {extra} {hints}"
+        );
+
+        let result = select(&manager, spec, &uuids).await;
+        let explained = manager
+            .explain(DecisionQuery {
+                instance: Some(uuids[0].clone()),
+                request_id: None,
+                host: None,
+            })
+            .await
+            .expect("the decision is kept");
+        let ours: BTreeSet<String> = explained["explanation"]["weighing"]["hosts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| h["host"].as_str().unwrap().to_string())
+            .collect();
+        match result {
+            Ok(selected) => {
+                let chosen = &selected[0][0].service_host;
+                assert!(
+                    nova_hosts.contains(chosen),
+                    "{chosen} for {extra} {hints}: nova leaves {nova_hosts:?}"
+                );
+                assert_eq!(ours, nova_hosts, "for {extra} {hints}: {explained}");
+                cloud.admin.delete_allocations(&uuids[0]).await;
+            }
+            Err(e) => {
+                assert!(
+                    nova_hosts.is_empty(),
+                    "{e:?} for {extra} {hints}: nova leaves {nova_hosts:?}; ours: {explained}"
+                );
+                assert_eq!(e.class, "NoValidHost", "{e:?}");
+            }
+        }
+    }
+
+    // A class that raises: nova's whole request fails with the exception; here no
+    // host passes it (NoValidHost), and the exception is logged.
+    let uuids = vec![uuid()];
+    let mut spec = request(&cloud, json!({}), &uuids);
+    spec["nova_object.data"]["scheduler_hints"] = json!({"explode": ["1"]});
+    writeln!(
+        to_oracle,
+        "{}",
+        json!({"spec_obj": spec, "providers": providers})
+    )
+    .unwrap();
+    let nova: Value = serde_json::from_str(&from_oracle.next().unwrap().unwrap()).unwrap();
+    assert!(
+        nova["raised"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("RuntimeError: exploded on")),
+        "{nova}"
+    );
+    let failed = select(&manager, spec, &uuids).await.unwrap_err();
+    assert_eq!(failed.class, "NoValidHost", "{failed:?}");
+
+    drop(to_oracle);
+    assert!(oracle.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
