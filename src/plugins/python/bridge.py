@@ -25,7 +25,9 @@ def start(config_files, config_dirs):
     """Imports nova and reads the daemon's nova.conf with oslo.config, as nova does
     (database options included, for the instance fields a filter lazy-loads)."""
     os.environ.setdefault("OS_NOVA_DISABLE_EVENTLET_PATCHING", "true")
-    warnings.simplefilter("ignore", DeprecationWarning)
+    # Import-time warnings of nova's dependencies (eventlet's deprecation) would go
+    # to the daemon's stderr, outside its log.
+    warnings.simplefilter("ignore")
     import nova.conf
     from nova import context as nova_context
     from nova.db.api import api as api_db_api
