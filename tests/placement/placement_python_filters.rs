@@ -269,6 +269,57 @@ async fn operator_python_filters_leave_the_hosts_nova_leaves() {
         }
     }
 
+    // Two instances at once: each is placed on a host nova leaves for the first.
+    let uuids = vec![uuid(), uuid()];
+    let spec = request(&cloud, json!({"mycloud:licence": "oracle"}), &uuids);
+    writeln!(
+        to_oracle,
+        "{}",
+        json!({"spec_obj": spec, "providers": providers})
+    )
+    .unwrap();
+    let nova: Value = serde_json::from_str(&from_oracle.next().unwrap().unwrap()).unwrap();
+    assert_eq!(nova["hosts"], json!(["pyf-r1-a", "pyf-r2-a"]), "{nova}");
+    let placed = select(&manager, spec, &uuids).await.expect("two placed");
+    for (instance, selection) in uuids.iter().zip(&placed) {
+        assert!(
+            ["pyf-r1-a", "pyf-r2-a"].contains(&selection[0].service_host.as_str()),
+            "{instance}: {}",
+            selection[0].service_host
+        );
+        cloud.admin.delete_allocations(instance).await;
+    }
+
+    // A rebuild on its own host: nova's _filter_one skips the classes whose
+    // RUN_ON_REBUILD is false, so the full host stays; without the rebuild marker
+    // InstanceCapFilter removes it.
+    for (rebuild, expected) in [(true, vec!["pyf-r1-b"]), (false, vec![])] {
+        let uuids = vec![uuid()];
+        let mut spec = request(&cloud, json!({}), &uuids);
+        spec["nova_object.data"]["requested_destination"] = claims_cloud::envelope(
+            "Destination",
+            "1.4",
+            json!({"host": "pyf-r1-b", "node": "pyf-r1-b"}),
+        );
+        if rebuild {
+            spec["nova_object.data"]["scheduler_hints"] = json!({"_nova_check_type": ["rebuild"]});
+        }
+        writeln!(
+            to_oracle,
+            "{}",
+            json!({"spec_obj": spec, "providers": providers})
+        )
+        .unwrap();
+        let nova: Value = serde_json::from_str(&from_oracle.next().unwrap().unwrap()).unwrap();
+        assert_eq!(nova["hosts"], json!(expected), "rebuild {rebuild}: {nova}");
+        let result = select(&manager, spec, &uuids).await;
+        match result {
+            Ok(selected) if rebuild => assert_eq!(selected[0][0].service_host, "pyf-r1-b"),
+            Err(e) if !rebuild => assert_eq!(e.class, "NoValidHost", "{e:?}"),
+            other => panic!("rebuild {rebuild}: {other:?}"),
+        }
+    }
+
     // A class that raises: nova's whole request fails with the exception; here no
     // host passes it (NoValidHost), and the exception is logged.
     let uuids = vec![uuid()];
