@@ -19,7 +19,7 @@ use crate::rpc::{self, Endpoint, RpcServerOptions, TlsOptions};
 use crate::scheduler::Scheduler;
 use crate::state::service_row::{self, ServiceRow};
 use crate::state::{CacheOptions, HostStateCache, HostStateStore, StateOptions};
-use crate::weighers::{build_pipeline, WeigherConfig};
+use crate::weighers::{build_pipeline_with, WeigherConfig};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,7 +156,14 @@ pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Schedu
         metrics_weight_of_unavailable: config.metrics.weight_of_unavailable,
         release,
     };
-    let weighers = build_pipeline(&fs.weight_classes, &weigher_config);
+    let custom_weighers =
+        crate::plugins::load_custom_weighers(&fs.weight_classes, &python_setup(config))
+            .map_err(|e| AppError::Config(e.to_string()))?;
+    let weighers = build_pipeline_with(
+        &fs.weight_classes,
+        &weigher_config,
+        custom_weighers.as_deref(),
+    );
     // Every bad filter and weigher name in one startup error.
     let (filters, weighers) = match (filters, weighers) {
         (Ok(filters), Ok(weighers)) => (filters, weighers),

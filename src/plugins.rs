@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-//! Filters that are not nova's own: an operator's Python classes, named in
-//! `[filter_scheduler] available_filters` as nova names them, run unchanged in an
-//! embedded CPython ([`python`], the `python` cargo feature).
+//! Filters and weighers that are not nova's own: an operator's Python classes, named
+//! in `[filter_scheduler] available_filters` and `weight_classes` as nova names them,
+//! run unchanged in an embedded CPython ([`python`], the `python` cargo feature).
 //!
 //! nova's loader reads `available_filters` (class paths, or paths of functions that
 //! return classes; `nova.scheduler.filters.all_filters` by default) and
@@ -15,15 +15,16 @@
 pub mod python;
 
 use crate::filters::CustomFilters;
+use crate::weighers::CustomWeighers;
 use std::path::{Path, PathBuf};
 
 /// Why the operator's classes cannot be run.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PluginError {
     #[error(
-        "[filter_scheduler] available_filters names {entries}: this build of \
-         nova-scheduler-rs has no embedded Python (built without the `python` feature), \
-         so it cannot run filter classes that are not nova's"
+        "[filter_scheduler] names {entries}: this build of nova-scheduler-rs has no \
+         embedded Python (built without the `python` feature), so it cannot run filter \
+         or weigher classes that are not nova's"
     )]
     NoPython { entries: String },
     #[error("the Python interpreter for [filter_scheduler] available_filters: {0}")]
@@ -96,6 +97,41 @@ fn shebang_interpreter(script: &Path) -> Result<PathBuf, PluginError> {
                 script.display()
             ))
         })
+}
+
+/// A `weight_classes` entry that names nova's own weighers (built in here): its
+/// `all_weighers`, a class path under `nova.scheduler.weights`, or a bare class name.
+pub fn is_nova_weigher_entry(entry: &str) -> bool {
+    let entry = entry.trim();
+    entry.starts_with("nova.scheduler.weights.") || !entry.contains('.')
+}
+
+/// The operator's weigher classes that `weight_classes` names, loaded entry by entry
+/// as the pipeline is built; `Ok(None)` when every entry is nova's.
+pub fn load_custom_weighers(
+    weight_classes: &[String],
+    setup: &PythonSetup,
+) -> Result<Option<Box<dyn CustomWeighers>>, PluginError> {
+    let entries: Vec<String> = weight_classes
+        .iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty() && !is_nova_weigher_entry(e))
+        .collect();
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    #[cfg(feature = "python")]
+    {
+        let classes = python::PythonWeigherClasses::new(entries, setup)?;
+        Ok(Some(Box::new(classes)))
+    }
+    #[cfg(not(feature = "python"))]
+    {
+        let _ = setup;
+        Err(PluginError::NoPython {
+            entries: entries.join(", "),
+        })
+    }
 }
 
 /// The operator's filter classes that `available_filters` names, ready to be

@@ -27,7 +27,7 @@ use crate::model::{HostState, RequestSpec};
 pub use pipeline::{
     HostWeighing, WeighCache, WeighedHost, WeigherPipeline, WeigherScore, WeighingExplanation,
 };
-pub use registry::{build_pipeline, UnknownWeighers, WeigherConfig};
+pub use registry::{build_pipeline, build_pipeline_with, UnknownWeighers, WeigherConfig};
 
 /// A weigher failed in a way nova reports to the caller (e.g. a required metric is missing).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -81,6 +81,59 @@ pub trait HostWeigher: Send + Sync {
     fn raw_dependence(&self, _spec: &RequestSpec) -> RawDependence {
         RawDependence::Request
     }
+
+    /// True for a weigher that weighs the whole list at once (an operator's
+    /// Python class: nova's `weigh_objects` and `weight_multiplier`, one call per
+    /// request); the pipeline then calls [`weigh_all`](Self::weigh_all).
+    fn weighs_all_at_once(&self) -> bool {
+        false
+    }
+
+    /// The raw weights (already held within `minval`/`maxval`), the bounds to
+    /// normalize with and each host's multiplier, for `hosts` in the list's order;
+    /// by default from [`weigh`](Self::weigh) and [`multiplier`](Self::multiplier).
+    fn weigh_all(
+        &self,
+        hosts: &[&HostState],
+        spec: &RequestSpec,
+    ) -> Result<AllWeights, WeighError> {
+        let (minval, maxval) = (self.minval(), self.maxval());
+        let mut raw = Vec::with_capacity(hosts.len());
+        for host in hosts {
+            let mut value = self.weigh(host, spec)?;
+            if let Some(min) = minval {
+                value = value.max(min);
+            }
+            if let Some(max) = maxval {
+                value = value.min(max);
+            }
+            raw.push(value);
+        }
+        Ok(AllWeights {
+            raw,
+            minval,
+            maxval,
+            multipliers: hosts.iter().map(|h| self.multiplier(h)).collect(),
+        })
+    }
+}
+
+/// A whole list weighed at once (see [`HostWeigher::weigh_all`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllWeights {
+    pub raw: Vec<f64>,
+    pub minval: Option<f64>,
+    pub maxval: Option<f64>,
+    pub multipliers: Vec<f64>,
+}
+
+/// Weigher classes from outside this crate (an operator's own), named by
+/// `weight_classes` entries beside nova's.
+pub trait CustomWeighers: Send + Sync {
+    /// The weighers the `weight_classes` entry `entry` names (a class path, or the
+    /// path of a function returning classes), in order; `None` when the entry is
+    /// not one of these, or why they could not be made.
+    fn build(&self, entry: &str) -> Option<Result<Vec<Box<dyn HostWeigher>>, String>>;
 }
 
 /// How a weigher's raw weight depends on the request (see

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-//! An operator's nova filter classes, run unchanged in an embedded CPython (PyO3).
+//! An operator's nova filter and weigher classes, run unchanged in an embedded CPython
+//! (PyO3).
 //!
 //! The interpreter is the libpython this binary links; it takes the packages of the
 //! environment nova is installed in (`[nova_scheduler_rs] python`, else the
@@ -8,9 +9,11 @@
 //! nova side lives in `python/bridge.py`, compiled into the binary: nova's loader
 //! finds the classes, nova.conf is read by oslo.config as nova reads it, and each
 //! filter gets nova's own `HostState` objects and `RequestSpec` and is called
-//! through its `filter_all`, as nova's filter handler calls it.
+//! through its `filter_all`, as nova's filter handler calls it; each weigher through
+//! `weigh_objects`, its `minval`/`maxval` and `weight_multiplier`, as nova's weight
+//! handler calls them.
 //!
-//! One GIL hold per filter per request, never one per host. The host states cross
+//! One GIL hold per class per request, never one per host. The host states cross
 //! as JSON, one text per host; the interpreter rebuilds a host's object only when
 //! its text changed since the host was last asked for, so a warm cloud costs one
 //! comparison per host.
@@ -21,7 +24,9 @@
 
 use super::{PluginError, PythonSetup};
 use crate::filters::{CustomFilters, FilterRequest, HostFilter};
-use crate::model::HostState;
+use crate::model::{HostState, RequestSpec};
+use crate::weighers::aggregate_multiplier::MultiplierSetting;
+use crate::weighers::{AllWeights, CustomWeighers, HostWeigher, WeighError};
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
 use serde_json::{json, Value};
@@ -296,11 +301,8 @@ impl PythonFilter {
             );
             return vec![false; hosts.len()];
         };
-        let texts: Vec<((&str, &str), String)> = hosts
-            .iter()
-            .map(|h| ((&*h.host, &*h.nodename), host_json(h).to_string()))
-            .collect();
-        let changes = spec_changes(req).to_string();
+        let texts = host_texts(hosts);
+        let changes = spec_changes(req.spec).to_string();
         let result = Python::attach(|py| {
             let bridge = self.interpreter.bridge.bind(py);
             let run = || -> PyResult<Option<Vec<bool>>> {
@@ -338,11 +340,158 @@ impl PythonFilter {
     }
 }
 
+/// The hosts as the interpreter's `host_states` takes them.
+fn host_texts<'h>(hosts: &[&'h HostState]) -> Vec<((&'h str, &'h str), String)> {
+    hosts
+        .iter()
+        .map(|h| ((&*h.host, &*h.nodename), host_json(h).to_string()))
+        .collect()
+}
+
+/// The weigher classes the operator's `weight_classes` entries load.
+pub struct PythonWeigherClasses {
+    interpreter: Arc<Interpreter>,
+    entries: Vec<String>,
+}
+
+impl PythonWeigherClasses {
+    /// For `entries` (the `weight_classes` entries that are not nova's), starting
+    /// the interpreter if this process has none yet; each is loaded when the
+    /// pipeline is built.
+    pub fn new(entries: Vec<String>, setup: &PythonSetup) -> Result<Self, PluginError> {
+        Ok(PythonWeigherClasses {
+            interpreter: interpreter(setup)?,
+            entries,
+        })
+    }
+}
+
+impl CustomWeighers for PythonWeigherClasses {
+    fn build(&self, entry: &str) -> Option<Result<Vec<Box<dyn HostWeigher>>, String>> {
+        if !self.entries.iter().any(|e| e == entry) {
+            return None;
+        }
+        let made = Python::attach(|py| {
+            let built: Vec<(String, Py<PyAny>)> = self
+                .interpreter
+                .bridge
+                .bind(py)
+                .call_method1("new_weighers", (entry,))
+                .and_then(|v| v.extract())
+                .map_err(|e| {
+                    format!(
+                        "[filter_scheduler] weight_classes {entry}: {}",
+                        described(py, &e)
+                    )
+                })?;
+            Ok(built
+                .into_iter()
+                .map(|(name, instance)| {
+                    info!(
+                        entry,
+                        "weigher class {name} loaded from [filter_scheduler] weight_classes"
+                    );
+                    Box::new(PythonWeigher {
+                        name: interned(&name),
+                        instance,
+                        interpreter: Arc::clone(&self.interpreter),
+                    }) as Box<dyn HostWeigher>
+                })
+                .collect())
+        });
+        Some(made)
+    }
+}
+
+/// What `bridge.weigh_all` answers: raw weights, minval, maxval, multipliers.
+type HandlerWeights = (Vec<f64>, Option<f64>, Option<f64>, Vec<f64>);
+
+/// One instance of an operator's weigher class, in the pipeline.
+pub struct PythonWeigher {
+    name: &'static str,
+    instance: Py<PyAny>,
+    interpreter: Arc<Interpreter>,
+}
+
+impl HostWeigher for PythonWeigher {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn weigh(&self, host: &HostState, spec: &RequestSpec) -> Result<f64, WeighError> {
+        Ok(self.weigh_all(&[host], spec)?.raw[0])
+    }
+
+    /// The class's own `weight_multiplier` gives each host's multiplier, through
+    /// [`weigh_all`](HostWeigher::weigh_all), the only way the pipeline weighs a
+    /// weigher that weighs all at once; this setting (no aggregate key) is not read.
+    fn multiplier_setting(&self) -> MultiplierSetting {
+        MultiplierSetting::new("", 1.0)
+    }
+
+    fn weighs_all_at_once(&self) -> bool {
+        true
+    }
+
+    /// nova's weight handler for this class: `weigh_objects` over the list, its
+    /// `minval`/`maxval` as it leaves them, `weight_multiplier` per host; an
+    /// exception fails the request with its class, as in nova.
+    fn weigh_all(
+        &self,
+        hosts: &[&HostState],
+        spec: &RequestSpec,
+    ) -> Result<AllWeights, WeighError> {
+        let Some(primitive) = spec.primitive.as_deref() else {
+            return Err(WeighError {
+                class: "RuntimeError",
+                message: format!(
+                    "no request object for the Python weigher {} (the request was not received over RPC)",
+                    self.name
+                ),
+            });
+        };
+        let texts = host_texts(hosts);
+        let changes = spec_changes(spec).to_string();
+        Python::attach(|py| {
+            let bridge = self.interpreter.bridge.bind(py);
+            let run = || -> PyResult<HandlerWeights> {
+                let states = bridge.call_method1("host_states", (texts,))?;
+                let spec = bridge.call_method1("request_spec", (primitive, changes))?;
+                bridge
+                    .call_method1("weigh_all", (self.instance.bind(py), states, spec))?
+                    .extract()
+            };
+            run().map_err(|e| {
+                let class = e
+                    .get_type(py)
+                    .name()
+                    .map(|n| interned(&n.to_string_lossy()))
+                    .unwrap_or("Exception");
+                warn!(
+                    weigher = self.name,
+                    "the Python weigher {} raised: {}",
+                    self.name,
+                    described(py, &e)
+                );
+                WeighError {
+                    class,
+                    message: e.value(py).to_string(),
+                }
+            })
+        })
+        .map(|(raw, minval, maxval, multipliers)| AllWeights {
+            raw,
+            minval,
+            maxval,
+            multipliers,
+        })
+    }
+}
+
 /// What the daemon changed in the call's request spec since it was received, for
 /// the interpreter's copy: the instance being placed, the group's hosts so far,
 /// the request filters' destination and root traits.
-fn spec_changes(req: &FilterRequest<'_>) -> Value {
-    let spec = req.spec;
+fn spec_changes(spec: &RequestSpec) -> Value {
     let mut changes = json!({
         "instance_uuid": spec.instance_uuid,
         "root_required": spec.request_level_params.root_required,

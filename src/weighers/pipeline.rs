@@ -215,15 +215,40 @@ impl WeigherPipeline {
         // Raw weights host by host (each host's state is read once, not once per
         // weigher), stored weigher by weigher: `all_raw[k * n + i]`.
         let n = weighed.len();
-        let bounds: Vec<(Option<f64>, Option<f64>)> = self
+        let mut bounds: Vec<(Option<f64>, Option<f64>)> = self
             .weighers
             .iter()
             .map(|w| (w.minval(), w.maxval()))
             .collect();
         let mut all_raw = vec![0.0; self.weighers.len() * n];
+        // Weighers that weigh the list at once, with their multipliers per host.
+        let mut at_once: Vec<Option<Vec<f64>>> = vec![None; self.weighers.len()];
+        for (k, weigher) in self.weighers.iter().enumerate() {
+            if weigher.weighs_all_at_once() {
+                let listed: Vec<&HostState> = weighed.iter().map(|w| &hosts[w.index]).collect();
+                let all = weigher.weigh_all(&listed, spec)?;
+                if all.raw.len() != n || all.multipliers.len() != n {
+                    return Err(WeighError {
+                        class: "ValueError",
+                        message: format!(
+                            "{} weighed {} of {n} hosts ({} multipliers)",
+                            weigher.name(),
+                            all.raw.len(),
+                            all.multipliers.len()
+                        ),
+                    });
+                }
+                all_raw[k * n..(k + 1) * n].copy_from_slice(&all.raw);
+                bounds[k] = (all.minval, all.maxval);
+                at_once[k] = Some(all.multipliers);
+            }
+        }
         for &i in &memory_order {
             let host = &hosts[weighed[i].index];
             for (k, weigher) in self.weighers.iter().enumerate() {
+                if at_once[k].is_some() {
+                    continue;
+                }
                 let mut value = match weigher.weigh(host, spec) {
                     Ok(v) => v,
                     Err(e) => return Err(self.first_error(hosts, &weighed, spec).unwrap_or(e)),
@@ -246,7 +271,9 @@ impl WeigherPipeline {
             let normalized = normalize(raw, minval, maxval);
             let mut multipliers = Vec::new();
             for (i, w) in weighed.iter_mut().enumerate() {
-                let multiplier = if overridable[i] {
+                let multiplier = if let Some(given) = &at_once[k] {
+                    given[i]
+                } else if overridable[i] {
                     weigher.multiplier(&hosts[w.index])
                 } else {
                     setting.without_override()
@@ -334,8 +361,12 @@ impl WeigherPipeline {
                 consumed_old = Some((c, (0..nk).map(|k| cache.raw[k * stride + c]).collect()));
             }
         }
-        if candidates.len() <= 1 || enabled!(Level::DEBUG) {
-            // nova's debug lines come from the plain run; nothing is carried over.
+        if candidates.len() <= 1
+            || enabled!(Level::DEBUG)
+            || self.weighers.iter().any(|w| w.weighs_all_at_once())
+        {
+            // nova's debug lines come from the plain run, as does a weigher that
+            // weighs the list at once; nothing is carried over.
             cache.previous = None;
             return self.run(hosts, candidates, spec, None);
         }

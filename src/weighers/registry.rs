@@ -15,7 +15,7 @@ use super::pci_weigher::PCIWeigher;
 use super::ram_weigher::RAMWeigher;
 use super::server_group_soft_affinity_weigher::ServerGroupSoftAffinityWeigher;
 use super::server_group_soft_anti_affinity_weigher::ServerGroupSoftAntiAffinityWeigher;
-use super::{HostWeigher, WeigherPipeline};
+use super::{CustomWeighers, HostWeigher, WeigherPipeline};
 use crate::release::{Behaviour, NovaSeries};
 
 /// The multipliers and settings weighers read, with nova's defaults.
@@ -199,25 +199,55 @@ pub fn build_pipeline(
     weight_classes: &[String],
     config: &WeigherConfig,
 ) -> Result<WeigherPipeline, UnknownWeighers> {
-    let mut names: Vec<(String, &str)> = Vec::new();
+    build_pipeline_with(weight_classes, config, None)
+}
+
+/// [`build_pipeline`] with an operator's classes beside nova's, in the order the
+/// entries name them (the order nova sums the weights in).
+pub fn build_pipeline_with(
+    weight_classes: &[String],
+    config: &WeigherConfig,
+    custom: Option<&dyn CustomWeighers>,
+) -> Result<WeigherPipeline, UnknownWeighers> {
+    // An entry is nova's weigher names, or an operator's classes already built.
+    enum Named<'a> {
+        Nova(String, &'a str),
+        Custom(Vec<Box<dyn HostWeigher>>),
+    }
+    let mut names: Vec<Named<'_>> = Vec::new();
+    let mut errors = UnknownWeighers {
+        unknown: Vec::new(),
+    };
     for entry in weight_classes {
         let entry = entry.trim();
-        if entry == ALL_WEIGHERS_PATH {
+        if let Some(built) = custom.and_then(|c| c.build(entry)) {
+            match built {
+                Ok(weighers) => names.push(Named::Custom(weighers)),
+                Err(why) => errors.unknown.push(why),
+            }
+        } else if entry == ALL_WEIGHERS_PATH {
             names.extend(
                 ALL_WEIGHERS
                     .iter()
                     .filter(|n| in_release(n, config.release))
-                    .map(|n| (entry.to_string(), *n)),
+                    .map(|n| Named::Nova(entry.to_string(), n)),
             );
         } else {
-            names.push((entry.to_string(), entry.rsplit('.').next().unwrap_or(entry)));
+            names.push(Named::Nova(
+                entry.to_string(),
+                entry.rsplit('.').next().unwrap_or(entry),
+            ));
         }
     }
     let mut weighers = Vec::new();
-    let mut errors = UnknownWeighers {
-        unknown: Vec::new(),
-    };
-    for (entry, name) in names {
+    for named in names {
+        let (entry, name) = match named {
+            Named::Custom(built) => {
+                weighers.extend(built);
+                continue;
+            }
+            Named::Nova(entry, name) => (entry, name),
+        };
         match build_one(name, config) {
             Some(w) => weighers.push(w),
             None if REGISTRY.iter().any(|(n, _)| *n == name) => errors

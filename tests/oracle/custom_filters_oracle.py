@@ -6,13 +6,15 @@ Usage: python custom_filters_oracle.py NOVA_CONF. Reads JSON lines on stdin,
 writes one line per input line on stdout:
 
   {"spec_obj": <RequestSpec primitive>, "providers": [compute node uuids]}
-      -> {"hosts": [the hosts left after the enabled filters, sorted]}
+      -> {"hosts": [the hosts left after the enabled filters, sorted],
+          "weights": {host: its weight from [filter_scheduler] weight_classes}}
        | {"raised": "<ExceptionClass>: <message>"}
 
 nova's HostManager reads the host states from the databases nova.conf names
 (compute nodes, services, aggregates, instances) exactly as nova-scheduler does,
-and its filter handler runs [filter_scheduler] enabled_filters over them for the
-first instance (get_filtered_hosts, index 0).
+its filter handler runs [filter_scheduler] enabled_filters over them for the
+first instance (get_filtered_hosts, index 0), and its weight handler weighs the
+hosts left with [filter_scheduler] weight_classes (get_weighed_hosts).
 
 Run with the venv's python and OS_NOVA_DISABLE_EVENTLET_PATCHING=true; the
 operator's modules on PYTHONPATH.
@@ -47,8 +49,12 @@ def main():
         try:
             states = manager.get_host_states_by_uuids(
                 ctx, case["providers"], spec)
-            left = manager.get_filtered_hosts(states, spec, index=0)
-            answer = {"hosts": sorted(h.host for h in left)}
+            left = list(manager.get_filtered_hosts(states, spec, index=0))
+            weighed = manager.get_weighed_hosts(left, spec)
+            answer = {
+                "hosts": sorted(h.host for h in left),
+                "weights": {w.obj.host: w.weight for w in weighed},
+            }
         except Exception as e:  # noqa: B902
             answer = {"raised": "%s: %s" % (type(e).__name__, e)}
         sys.stdout.write(json.dumps(answer) + "\n")

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-//! An operator's own filter classes (`tests/plugins/mycloud_filters.py`), named in
-//! `available_filters` as nova names them, run in the embedded interpreter by the
-//! manager, against nova's own HostManager and filter handler running the same
-//! classes over the same databases (`tests/oracle/custom_filters_oracle.py`): the
-//! hosts nova leaves are the ones this daemon chooses among, request by request.
+//! An operator's own filter and weigher classes (`tests/plugins/mycloud_filters.py`),
+//! named in `available_filters` and `weight_classes` as nova names them, run in the
+//! embedded interpreter by the manager, against nova's own HostManager, filter
+//! handler and weight handler running the same classes over the same databases
+//! (`tests/oracle/custom_filters_oracle.py`): request by request, the hosts nova
+//! leaves are the ones this daemon weighs, with nova's weights, and nova's best host
+//! is the one chosen.
 
 use crate::claims_cloud;
 use crate::nova_schema;
@@ -64,7 +66,7 @@ fn request(cloud: &Cloud, extra: Value, uuids: &[String]) -> Value {
     spec
 }
 
-async fn aggregate(api: &MySqlPool, name: &str, licence: &str, hosts: &[&str]) {
+async fn aggregate(api: &MySqlPool, name: &str, metadata: &[(&str, &str)], hosts: &[&str]) {
     let id = sqlx::query(
         "INSERT INTO aggregates (created_at, uuid, name) VALUES (UTC_TIMESTAMP(), UUID(), ?)",
     )
@@ -73,12 +75,15 @@ async fn aggregate(api: &MySqlPool, name: &str, licence: &str, hosts: &[&str]) {
     .await
     .unwrap()
     .last_insert_id();
-    sqlx::query("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value) VALUES (UTC_TIMESTAMP(), ?, 'licence', ?)")
-        .bind(id)
-        .bind(licence)
-        .execute(api)
-        .await
-        .unwrap();
+    for (key, value) in metadata {
+        sqlx::query("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value) VALUES (UTC_TIMESTAMP(), ?, ?, ?)")
+            .bind(id)
+            .bind(key)
+            .bind(value)
+            .execute(api)
+            .await
+            .unwrap();
+    }
     for host in hosts {
         sqlx::query("INSERT INTO aggregate_hosts (created_at, aggregate_id, host) VALUES (UTC_TIMESTAMP(), ?, ?)")
             .bind(id)
@@ -117,8 +122,24 @@ async fn operator_python_filters_leave_the_hosts_nova_leaves() {
             .await
             .unwrap();
     }
-    aggregate(&api, "licensed", "oracle", &["pyf-r1-a", "pyf-r2-a"]).await;
-    aggregate(&api, "other", "sap", &["pyf-r2-b"]).await;
+    aggregate(
+        &api,
+        "licensed",
+        &[("licence", "oracle"), ("rack_rank", "2")],
+        &["pyf-r1-a", "pyf-r2-a"],
+    )
+    .await;
+    aggregate(
+        &api,
+        "other",
+        &[
+            ("licence", "sap"),
+            ("rack_rank", "5"),
+            ("rack_weight_multiplier", "0.5"),
+        ],
+        &["pyf-r2-b"],
+    )
+    .await;
     for (host, n) in [("pyf-r1-b", 2), ("pyf-r2-a", 1)] {
         for _ in 0..n {
             sqlx::query("INSERT INTO instances (created_at, uuid, host, node, deleted, vm_state, project_id, user_id) VALUES (UTC_TIMESTAMP(), ?, ?, ?, 0, 'active', 'p', 'u')")
@@ -144,6 +165,7 @@ async fn operator_python_filters_leave_the_hosts_nova_leaves() {
              available_filters = nova.scheduler.filters.all_filters\n\
              available_filters = mycloud_filters.all_filters\n\
              enabled_filters = ComputeFilter,LicenceFilter,RackHintFilter,InstanceCapFilter,ExplodingFilter\n\
+             weight_classes = nova.scheduler.weights.all_weighers,mycloud_filters.RackWeigher\n\
              [nova_scheduler_rs]\npython = {python}\n",
             cell0 = nova_schema::sqla_url(&cloud.cell0_db),
             api = nova_schema::sqla_url(&cloud.api_db),
@@ -154,6 +176,7 @@ async fn operator_python_filters_leave_the_hosts_nova_leaves() {
     let config = nova_scheduler::config::load(std::slice::from_ref(&conf), &[]).expect("nova.conf");
     let scheduler =
         nova_scheduler::app::build_scheduler(&config).expect("the operator's classes load");
+    assert!(scheduler.weighers.names().ends_with(&["RackWeigher"]));
     assert_eq!(
         scheduler.filters.names(),
         [
@@ -243,12 +266,29 @@ async fn operator_python_filters_leave_the_hosts_nova_leaves() {
             })
             .await
             .expect("the decision is kept");
-        let ours: BTreeSet<String> = explained["explanation"]["weighing"]["hosts"]
+        let weighing: Vec<(String, f64)> = explained["explanation"]["weighing"]["hosts"]
             .as_array()
             .into_iter()
             .flatten()
-            .map(|h| h["host"].as_str().unwrap().to_string())
+            .map(|h| {
+                (
+                    h["host"].as_str().unwrap().to_string(),
+                    h["weight"].as_f64().unwrap(),
+                )
+            })
             .collect();
+        let ours: BTreeSet<String> = weighing.iter().map(|(h, _)| h.clone()).collect();
+        if ours.len() > 1 {
+            // Every weight as nova's weight handler gives it, the operator's
+            // RackWeigher (its aggregate multiplier included) among nova's own.
+            for (host, weight) in &weighing {
+                let nova_weight = nova["weights"][host].as_f64().unwrap();
+                assert!(
+                    (weight - nova_weight).abs() < 1e-9,
+                    "{host}: {weight} here, {nova_weight} in nova, for {extra} {hints}"
+                );
+            }
+        }
         match result {
             Ok(selected) => {
                 let chosen = &selected[0][0].service_host;
@@ -257,6 +297,17 @@ async fn operator_python_filters_leave_the_hosts_nova_leaves() {
                     "{chosen} for {extra} {hints}: nova leaves {nova_hosts:?}"
                 );
                 assert_eq!(ours, nova_hosts, "for {extra} {hints}: {explained}");
+                // nova's best host, when no other ties with it, is the one chosen.
+                let mut by_weight: Vec<(f64, String)> = nova["weights"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(h, w)| (w.as_f64().unwrap(), h.clone()))
+                    .collect();
+                by_weight.sort_by(|a, b| b.0.total_cmp(&a.0));
+                if by_weight.len() == 1 || by_weight[0].0 > by_weight[1].0 {
+                    assert_eq!(chosen, &by_weight[0].1, "for {extra} {hints}: {nova}");
+                }
                 cloud.admin.delete_allocations(&uuids[0]).await;
             }
             Err(e) => {

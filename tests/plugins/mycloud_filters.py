@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Host filters written the way operators write them, for the tests of the
-embedded Python (tests/placement/placement_python_filters.rs): one reads the
-host's aggregates' metadata, one the request's scheduler hints, one the host's
-instances; one raises when asked to."""
+"""Host filters and a weigher written the way operators write them, for the tests
+of the embedded Python (tests/placement/placement_python_filters.rs): one filter
+reads the host's aggregates' metadata, one the request's scheduler hints, one the
+host's instances; one raises when asked to; the weigher ranks hosts by aggregate
+metadata, with a multiplier an aggregate may override."""
 
 from nova.scheduler import filters
 from nova.scheduler.filters import utils
+from nova.scheduler import utils as scheduler_utils
+from nova.scheduler import weights
 
 
 class LicenceFilter(filters.BaseHostFilter):
@@ -51,3 +54,16 @@ class ExplodingFilter(filters.BaseHostFilter):
 
 def all_filters():
     return [LicenceFilter, RackHintFilter, InstanceCapFilter, ExplodingFilter]
+
+
+class RackWeigher(weights.BaseHostWeigher):
+    """Prefers hosts in aggregates of a higher `rack_rank`; the multiplier is the
+    aggregates' `rack_weight_multiplier`, else 1.0."""
+
+    def weight_multiplier(self, host_state):
+        return scheduler_utils.get_weight_multiplier(
+            host_state, "rack_weight_multiplier", 1.0)
+
+    def _weigh_object(self, host_state, weight_properties):
+        ranks = utils.aggregate_values_from_key(host_state, "rack_rank")
+        return max([float(r) for r in ranks] or [0.0])

@@ -55,7 +55,10 @@ def start(config_files, config_dirs):
         rpc.init(conf)
     except Exception:  # noqa: B902 -- the instances then load from [database]
         pass
+    from nova.scheduler import weights
+
     _state["handler"] = filters.HostFilterHandler()
+    _state["weight_handler"] = weights.HostWeightHandler()
     _state["context"] = nova_context.get_admin_context()
     _state["cells"] = {}
     _state["hosts"] = {}
@@ -242,3 +245,26 @@ def filter_all(filt, hosts, spec, index):
         return [False] * len(hosts)
     kept = {id(h) for h in kept}
     return [id(h) in kept for h in hosts]
+
+
+def new_weighers(path):
+    """Instances of the weigher classes a `weight_classes` entry names (a class
+    path, or a function returning classes), by nova's loader, in its order, as
+    [(class name, instance)]."""
+    classes = _state["weight_handler"].get_matching_classes([path])
+    return [(cls.__name__, cls()) for cls in classes]
+
+
+def weigh_all(weigher, hosts, spec):
+    """nova's weight handler for one weigher: its weigh_objects over the list, the
+    minval and maxval it leaves to normalize with, and each host's multiplier."""
+    from nova.scheduler import weights
+
+    weighed = [weights.WeighedHost(h, 0.0) for h in hosts]
+    raw = weigher.weigh_objects(weighed, spec)
+    return (
+        [float(w) for w in raw],
+        None if weigher.minval is None else float(weigher.minval),
+        None if weigher.maxval is None else float(weigher.maxval),
+        [float(weigher.weight_multiplier(h)) for h in hosts],
+    )
