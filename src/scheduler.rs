@@ -142,13 +142,14 @@ struct RequestShape {
 }
 
 impl Scheduler {
-    /// True when a filter reads nova's own request object (an operator's Python
-    /// class): the call's request spec is then kept as it came.
+    /// True when a filter or weigher reads nova's own request object (an
+    /// operator's Python class): the call's request spec is then kept as it came.
     pub fn reads_request_objects(&self) -> bool {
         self.filters
             .filters()
             .iter()
             .any(|f| f.filters_all_at_once())
+            || self.weighers.weighs_any_at_once()
     }
 
     /// nova's `_get_sorted_hosts`: filter, weigh, optionally shuffle the best ties,

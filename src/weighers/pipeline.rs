@@ -138,6 +138,11 @@ impl WeigherPipeline {
         keys_suffixed(&self.weighers)
     }
 
+    /// True when a weigher weighs the list at once (an operator's Python class).
+    pub fn weighs_any_at_once(&self) -> bool {
+        self.weighers.iter().any(|w| w.weighs_all_at_once())
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.weighers.iter().map(|w| w.name()).collect()
     }
@@ -361,10 +366,7 @@ impl WeigherPipeline {
                 consumed_old = Some((c, (0..nk).map(|k| cache.raw[k * stride + c]).collect()));
             }
         }
-        if candidates.len() <= 1
-            || enabled!(Level::DEBUG)
-            || self.weighers.iter().any(|w| w.weighs_all_at_once())
-        {
+        if candidates.len() <= 1 || enabled!(Level::DEBUG) || self.weighs_any_at_once() {
             // nova's debug lines come from the plain run, as does a weigher that
             // weighs the list at once; nothing is carried over.
             cache.previous = None;
