@@ -26,6 +26,12 @@
 //! instances, two cells, an availability-zone aggregate and for some hosts a second
 //! aggregate with a weight multiplier override.
 //!
+//! - `plugin_wasm_filter/N`, `plugin_wasm_weigher/N`: the example WebAssembly plugin
+//!   (`examples/wasm-plugin`, built here) as a filter and as a weigher over N hosts in
+//!   20 racks: what a Wasm plugin adds to a request (the table encoded, the call,
+//!   the answer read), once per request; `plugin_wasm_endless/1000`: a filter in an
+//!   endless loop, cut off at `plugin_deadline_ms = 3`.
+//!
 //! Figures are the benchmark thread's CPU time (`NSRS_BENCH_WALL=1`: wall clock).
 //!
 //! Run: `cargo bench --bench decision_core` (`NSRS_BENCH_HOSTS=1000,10000` picks sizes;
@@ -51,6 +57,9 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
+
+#[path = "../tests/common/wasm_example.rs"]
+mod wasm_example;
 
 const SINGLE_REQUEST: &str = include_str!("../src/rpc/testdata/single_instance.request.json");
 
@@ -363,6 +372,96 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
     group.finish();
 }
 
+/// The example Wasm plugin over hosts in 20 racks, and a plugin in an endless loop.
+fn bench_plugins<M: Measurement>(c: &mut Criterion<M>) {
+    use nova_scheduler::config::PluginFailure;
+    use nova_scheduler::filters::{FilterRequest, HostFilter};
+    use nova_scheduler::plugins::wasm::{WasmPlugins, WasmSetup};
+    use nova_scheduler::weighers::HostWeigher;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-wasm");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let endless = dir.join("endless.wat");
+    std::fs::write(
+        &endless,
+        r#"(module (memory (export "memory") 64)
+  (func (export "nsrs_abi_version") (result i32) i32.const 1)
+  (func (export "nsrs_alloc") (param i32) (result i32) i32.const 1024)
+  (func (export "nsrs_filter") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"#,
+    )
+    .expect("write the endless plugin");
+    let plugins = WasmPlugins::load(&WasmSetup {
+        paths: vec![wasm_example::example_module(), endless],
+        failure: PluginFailure::FailOpen,
+        deadline: Duration::from_millis(3),
+        multipliers: Vec::new(),
+    })
+    .expect("load the plugins");
+    let filter = plugins.filter("mycloud_rack").expect("the example filter");
+    let weigher = plugins
+        .weigher("mycloud_rack")
+        .expect("the example weigher");
+    let endless = plugins.filter("endless").expect("the endless filter");
+    let racks: Vec<Arc<Aggregate>> = (0..20)
+        .map(|r| {
+            Arc::new(Aggregate {
+                id: 100 + r,
+                name: format!("rack-r{r}"),
+                metadata: [("rack".to_string(), format!("r{r}"))].into(),
+                ..Default::default()
+            })
+        })
+        .collect();
+    let mut spec = captured_spec();
+    spec.flavor
+        .extra_specs
+        .insert("mycloud:rack".into(), "r3".into());
+    let req = FilterRequest {
+        spec: &spec,
+        now: Utc::now(),
+        index: 0,
+        is_rebuild: false,
+    };
+    let mut group = c.benchmark_group("decision_core");
+    group.sample_size(50);
+    group.measurement_time(Duration::from_secs(5));
+    for n in sizes().into_iter().filter(|&n| n <= 10_000) {
+        let mut states = hosts(n, Utc::now());
+        for (i, h) in states.iter_mut().enumerate() {
+            h.aggregates.push(Arc::clone(&racks[i % racks.len()]));
+            h.num_instances = (i % 7) as i64;
+        }
+        let listed: Vec<&HostState> = states.iter().collect();
+        assert_eq!(
+            filter
+                .filter_all(&listed, &req)
+                .iter()
+                .filter(|p| **p)
+                .count(),
+            n / 20,
+            "one rack in 20 passes"
+        );
+        group.bench_function(BenchmarkId::new("plugin_wasm_filter", n), |b| {
+            b.iter(|| filter.filter_all(&listed, &req))
+        });
+        group.bench_function(BenchmarkId::new("plugin_wasm_weigher", n), |b| {
+            b.iter(|| weigher.weigh_all(&listed, &spec).expect("weights"))
+        });
+        if n == 1_000 {
+            group.sample_size(10);
+            group.bench_function(BenchmarkId::new("plugin_wasm_endless", n), |b| {
+                b.iter(|| endless.filter_all(&listed, &req))
+            });
+            group.sample_size(50);
+        }
+    }
+    group.finish();
+}
+
+fn all<M: Measurement>(c: &mut Criterion<M>) {
+    bench(c);
+    bench_plugins(c);
+}
+
 fn main() {
-    cpu_time::run(bench::<cpu_time::ThreadCpuTime>, bench::<WallTime>);
+    cpu_time::run(all::<cpu_time::ThreadCpuTime>, all::<WallTime>);
 }

@@ -126,12 +126,18 @@ pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Schedu
             .packing_host_numa_cells_allocation_strategy,
         release,
     };
-    // The operator's own classes (entries of available_filters that are not nova's),
-    // loaded as nova loads them even when none is enabled.
-    let custom = crate::plugins::load_custom_filters(&fs.available_filters, &python_setup(config))
-        .map_err(|e| AppError::Config(e.to_string()))?;
+    // The WebAssembly modules, and the operator's own Python classes (entries of
+    // available_filters and weight_classes that are not nova's), loaded as nova loads
+    // them even when none is enabled.
+    let plugins = crate::plugins::Plugins::load(
+        &wasm_options(config),
+        &fs.available_filters,
+        &fs.weight_classes,
+        &python_setup(config),
+    )
+    .map_err(|e| AppError::Config(e.to_string()))?;
     let filters =
-        build_chain_with(&fs.enabled_filters, &filter_config, custom.as_deref()).map(|chain| {
+        build_chain_with(&fs.enabled_filters, &filter_config, plugins.filters()).map(|chain| {
             chain.on_filtered(|filter, hosts_in, hosts_out| {
                 crate::observe::metrics().filter(filter, hosts_in, hosts_out)
             })
@@ -156,14 +162,7 @@ pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Schedu
         metrics_weight_of_unavailable: config.metrics.weight_of_unavailable,
         release,
     };
-    let custom_weighers =
-        crate::plugins::load_custom_weighers(&fs.weight_classes, &python_setup(config))
-            .map_err(|e| AppError::Config(e.to_string()))?;
-    let weighers = build_pipeline_with(
-        &fs.weight_classes,
-        &weigher_config,
-        custom_weighers.as_deref(),
-    );
+    let weighers = build_pipeline_with(&fs.weight_classes, &weigher_config, plugins.weighers());
     // Every bad filter and weigher name in one startup error.
     let (filters, weighers) = match (filters, weighers) {
         (Ok(filters), Ok(weighers)) => (filters, weighers),
@@ -188,6 +187,17 @@ pub fn build_scheduler_as(config: &Config, release: NovaSeries) -> Result<Schedu
             .compute
             .packing_host_numa_cells_allocation_strategy,
     })
+}
+
+/// The WebAssembly plugins' options.
+fn wasm_options(config: &Config) -> crate::plugins::WasmOptions {
+    let o = &config.nova_scheduler_rs;
+    crate::plugins::WasmOptions {
+        paths: o.wasm_plugins.clone(),
+        failure: o.plugin_failure,
+        deadline: std::time::Duration::from_secs_f64(o.plugin_deadline_ms / 1e3),
+        multipliers: o.plugin_weight_multipliers.clone(),
+    }
 }
 
 /// Where the embedded Python takes its packages and nova.conf from.

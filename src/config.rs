@@ -41,7 +41,7 @@ pub use cli::{
 pub use db_url::{format_cell_url, DbUrl};
 pub use error::{mask_url, BadValue, ConfigError, Location, Secret, ValueSource};
 pub use guards::GuardsSection;
-pub use host_state_cache::HostStateCacheSection;
+pub use host_state_cache::{HostStateCacheSection, PluginFailure};
 pub use ini::{RawConfig, RawValue};
 pub use logging::LogSection;
 pub use rabbit::{NotificationsSection, RabbitSection, RABBIT_OPTIONS};

@@ -51,6 +51,37 @@ pub trait CustomFilters: Send + Sync {
     fn build(&self, name: &str) -> Option<Result<Box<dyn HostFilter>, String>>;
 }
 
+/// An exception a filter raised (an operator's Python class): it fails the request
+/// with that exception, as nova's filter handler lets it propagate to the caller.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{class}: {message}")]
+pub struct FilterRaised {
+    pub class: String,
+    /// The exception's Python module (`builtins`, the operator's own, ...).
+    pub module: String,
+    /// `str(exception)`.
+    pub message: String,
+}
+
+thread_local! {
+    /// The first exception a filter raised on this thread since it was last taken:
+    /// filters run synchronously on the request's thread, and the scheduler takes it
+    /// as soon as the chain has run.
+    static RAISED: std::cell::RefCell<Option<FilterRaised>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Records that a filter raised (the first exception of a chain run is kept).
+pub fn raise(raised: FilterRaised) {
+    RAISED.with_borrow_mut(|slot| {
+        slot.get_or_insert(raised);
+    });
+}
+
+/// The exception a filter raised since the last call, if one did.
+pub fn take_raised() -> Option<FilterRaised> {
+    RAISED.with_borrow_mut(Option::take)
+}
+
 /// What a filter may read besides the host: the request and where we are in it.
 pub struct FilterRequest<'a> {
     pub spec: &'a RequestSpec,
@@ -135,5 +166,19 @@ pub trait HostFilter: Send + Sync {
     /// default each host's `host_passes`.
     fn filter_all(&self, hosts: &[&HostState], req: &FilterRequest<'_>) -> Vec<bool> {
         hosts.iter().map(|h| self.host_passes(h, req)).collect()
+    }
+
+    /// For a filter that [filters all at once](Self::filters_all_at_once), what
+    /// `explain` shows: one entry per host of `hosts`, `None` when it passes, else
+    /// the reason the filter gives (by default, that it returned False).
+    fn rejection_reasons(
+        &self,
+        hosts: &[&HostState],
+        req: &FilterRequest<'_>,
+    ) -> Vec<Option<String>> {
+        self.filter_all(hosts, req)
+            .into_iter()
+            .map(|pass| (!pass).then(|| format!("{} returned False", self.name())))
+            .collect()
     }
 }

@@ -29,8 +29,9 @@
 //!   request, the provider index.
 //! - [`notifications`]: the scheduler's legacy and versioned notifications (payloads).
 //! - [`manager`]: nova's `SchedulerManager` RPC endpoint: `select_destinations`.
-//! - [`plugins`]: an operator's own nova filter classes, run unchanged in an embedded
-//!   CPython (the `python` feature).
+//! - [`plugins`]: an operator's own nova filter and weigher classes, run unchanged in an
+//!   embedded CPython (the `python` feature), and new ones as sandboxed WebAssembly
+//!   modules (the `wasm` feature).
 //! - [`recording`]: the recording of `select_destinations` calls and answers (gzip JSON
 //!   lines, rotated), and its reader for `replay`.
 //! - [`observe`]: metrics, liveness and readiness, the HTTP listener, the `explain` client.

@@ -10,13 +10,23 @@
 //! interpreter, and the classes it yields can be enabled by their class name. A
 //! class of the operator's that takes a nova filter's name wins, as the last class
 //! of a name wins in nova's map.
+//!
+//! New filters and weighers can be WebAssembly modules ([`wasm`], the `wasm` cargo
+//! feature), listed in `[nova_scheduler_rs] wasm_plugins` and enabled by their file
+//! names; they are looked up before the Python classes.
 
 #[cfg(feature = "python")]
 pub mod python;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 
-use crate::filters::CustomFilters;
-use crate::weighers::CustomWeighers;
+use crate::config::PluginFailure;
+use crate::filters::{CustomFilters, HostFilter};
+use crate::weighers::{CustomWeighers, HostWeigher};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 /// Why the operator's classes cannot be run.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -32,6 +42,171 @@ pub enum PluginError {
     /// Loading or instantiating a class raised; the exception as Python prints it.
     #[error("{0}")]
     Raised(String),
+    #[error(
+        "[nova_scheduler_rs] wasm_plugins names {paths}: this build of nova-scheduler-rs \
+         has no WebAssembly runtime (built without the `wasm` feature)"
+    )]
+    NoWasm { paths: String },
+    /// A module of `wasm_plugins` cannot be run; why, naming its file.
+    #[error("[nova_scheduler_rs] wasm_plugins: {0}")]
+    Wasm(String),
+}
+
+/// Plugin names live as long as the process (the chain names filters `&'static`);
+/// each distinct name is kept once, however often profiles are rebuilt.
+#[cfg(any(feature = "python", feature = "wasm"))]
+pub(crate) fn interned(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(kept) = names.get(name) {
+        return kept;
+    }
+    let kept: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(kept);
+    kept
+}
+
+/// The `[nova_scheduler_rs]` options of the WebAssembly plugins.
+#[derive(Debug, Clone)]
+pub struct WasmOptions {
+    pub paths: Vec<PathBuf>,
+    pub failure: PluginFailure,
+    pub deadline: Duration,
+    pub multipliers: Vec<(String, f64)>,
+}
+
+/// Every source of filters and weighers beside nova's: the WebAssembly modules
+/// first (their names are their files'), then the operator's Python classes.
+#[derive(Default, Clone)]
+pub struct Plugins {
+    sources: Vec<Arc<dyn PluginSource>>,
+}
+
+/// A source of filters and of weighers.
+trait PluginSource: CustomFilters + CustomWeighers {}
+impl<T: CustomFilters + CustomWeighers> PluginSource for T {}
+
+/// Only filters, or only weighers, from a source of the other kind too.
+struct FiltersOnly(Box<dyn CustomFilters>);
+struct WeighersOnly(Box<dyn CustomWeighers>);
+
+impl CustomFilters for FiltersOnly {
+    fn names(&self) -> Vec<String> {
+        self.0.names()
+    }
+    fn build(&self, name: &str) -> Option<Result<Box<dyn HostFilter>, String>> {
+        self.0.build(name)
+    }
+}
+impl CustomWeighers for FiltersOnly {
+    fn build(&self, _: &str) -> Option<Result<Vec<Box<dyn HostWeigher>>, String>> {
+        None
+    }
+}
+impl CustomFilters for WeighersOnly {
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn build(&self, _: &str) -> Option<Result<Box<dyn HostFilter>, String>> {
+        None
+    }
+}
+impl CustomWeighers for WeighersOnly {
+    fn build(&self, entry: &str) -> Option<Result<Vec<Box<dyn HostWeigher>>, String>> {
+        self.0.build(entry)
+    }
+}
+
+impl Plugins {
+    /// The modules of `wasm_plugins`, the Python filter classes of
+    /// `available_filters` and weigher classes of `weight_classes`.
+    pub fn load(
+        wasm: &WasmOptions,
+        available_filters: &[String],
+        weight_classes: &[String],
+        python: &PythonSetup,
+    ) -> Result<Self, PluginError> {
+        let mut plugins = Plugins::default();
+        if let Some(modules) = load_wasm(wasm)? {
+            plugins.sources.push(modules);
+        }
+        if let Some(filters) = load_custom_filters(available_filters, python)? {
+            plugins.sources.push(Arc::new(FiltersOnly(filters)));
+        }
+        if let Some(weighers) = load_custom_weighers(weight_classes, python)? {
+            plugins.sources.push(Arc::new(WeighersOnly(weighers)));
+        }
+        Ok(plugins)
+    }
+
+    /// `None` when there is no plugin at all.
+    pub fn filters(&self) -> Option<&dyn CustomFilters> {
+        (!self.sources.is_empty()).then_some(self as &dyn CustomFilters)
+    }
+
+    pub fn weighers(&self) -> Option<&dyn CustomWeighers> {
+        (!self.sources.is_empty()).then_some(self as &dyn CustomWeighers)
+    }
+}
+
+impl CustomFilters for Plugins {
+    fn names(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .flat_map(|s| CustomFilters::names(s.as_ref()))
+            .collect()
+    }
+
+    fn build(&self, name: &str) -> Option<Result<Box<dyn HostFilter>, String>> {
+        self.sources
+            .iter()
+            .find_map(|s| CustomFilters::build(s.as_ref(), name))
+    }
+}
+
+impl CustomWeighers for Plugins {
+    fn build(&self, entry: &str) -> Option<Result<Vec<Box<dyn HostWeigher>>, String>> {
+        self.sources
+            .iter()
+            .find_map(|s| CustomWeighers::build(s.as_ref(), entry))
+    }
+}
+
+/// The modules of `wasm_plugins`, compiled and checked; `Ok(None)` when none is named.
+fn load_wasm(options: &WasmOptions) -> Result<Option<Arc<dyn PluginSource>>, PluginError> {
+    if options.paths.is_empty() {
+        if let Some((name, _)) = options.multipliers.first() {
+            return Err(PluginError::Wasm(format!(
+                "[nova_scheduler_rs] plugin_weight_multipliers names {name}, and \
+                 wasm_plugins names no module"
+            )));
+        }
+        return Ok(None);
+    }
+    #[cfg(feature = "wasm")]
+    {
+        let setup = wasm::WasmSetup {
+            paths: options.paths.clone(),
+            failure: options.failure,
+            deadline: options.deadline,
+            multipliers: options.multipliers.clone(),
+        };
+        Ok(Some(Arc::new(wasm::WasmPlugins::load(&setup)?)))
+    }
+    #[cfg(not(feature = "wasm"))]
+    {
+        Err(PluginError::NoWasm {
+            paths: options
+                .paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
 }
 
 /// An `available_filters` entry that names nova's own filters (built in here).

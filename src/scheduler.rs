@@ -42,6 +42,9 @@ pub enum ScheduleError {
     Weigher(#[from] WeighError),
     #[error(transparent)]
     Claim(#[from] ClaimError),
+    /// A filter raised (an operator's Python class); the request fails with it.
+    #[error(transparent)]
+    FilterRaised(#[from] crate::filters::FilterRaised),
 }
 
 /// Errors from the claim side that nova propagates to the caller.
@@ -184,6 +187,9 @@ impl Scheduler {
     ) -> Result<Vec<usize>, ScheduleError> {
         let consumed = after.as_ref().and_then(|a| a.1);
         let filtered = self.narrow_and_filter(hosts, candidates, spec, index, now, consumed);
+        if let Some(raised) = crate::filters::take_raised() {
+            return Err(raised.into());
+        }
         if filtered.is_empty() {
             return Ok(Vec::new());
         }
@@ -230,6 +236,9 @@ impl Scheduler {
         // caller's hosts untouched.
         let mut hosts = hosts.to_vec();
         let filtered = self.narrow_and_filter(&mut hosts, candidates, spec, index, now, None);
+        if let Some(raised) = crate::filters::take_raised() {
+            return Err(raised.into());
+        }
         Ok(self.weighers.weigh_explained(&hosts, &filtered, spec)?.1)
     }
 
@@ -269,6 +278,8 @@ impl Scheduler {
         now: DateTime<Utc>,
         after: Option<Consumed>,
     ) -> Vec<usize> {
+        // An exception left by a run that did not take it is not this request's.
+        crate::filters::take_raised();
         let mut current: Vec<usize> = candidates.to_vec();
         if let Some(dest) = &spec.requested_destination {
             if let Some(want_host) = &dest.host {

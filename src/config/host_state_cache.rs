@@ -63,6 +63,27 @@ pub struct HostStateCacheSection {
     /// and the operator's own filter classes; `None`: the one `nova-scheduler` on
     /// `PATH` runs with.
     pub python: Option<std::path::PathBuf>,
+    /// WebAssembly filter and weigher modules (`.wasm`, or `.wat` text), each named
+    /// by its file name without the extension.
+    pub wasm_plugins: Vec<std::path::PathBuf>,
+    /// What a Wasm plugin that traps, runs past its deadline or answers garbage
+    /// does to the request.
+    pub plugin_failure: PluginFailure,
+    /// Milliseconds one Wasm plugin call may run.
+    pub plugin_deadline_ms: f64,
+    /// `NAME:MULTIPLIER` of each Wasm weigher (1.0 when not listed).
+    pub plugin_weight_multipliers: Vec<(String, f64)>,
+}
+
+/// `[nova_scheduler_rs] plugin_failure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginFailure {
+    /// The plugin is skipped for the call (a filter passes every host, a weigher
+    /// weighs every host the same), with a warning and a metric.
+    FailOpen,
+    /// A filter rejects every host with the plugin's failure as the reason; a
+    /// weigher fails the request (NoValidHost naming the plugin).
+    FailClosed,
 }
 
 impl Default for HostStateCacheSection {
@@ -83,6 +104,10 @@ impl Default for HostStateCacheSection {
             record_keep: 5,
             nova_release: ReleaseChoice::Auto,
             python: None,
+            wasm_plugins: Vec::new(),
+            plugin_failure: PluginFailure::FailClosed,
+            plugin_deadline_ms: 3.0,
+            plugin_weight_multipliers: Vec::new(),
         }
     }
 }
@@ -152,6 +177,51 @@ impl HostStateCacheSection {
             python: Some(r.string("python", ""))
                 .filter(|p| !p.trim().is_empty())
                 .map(|p| std::path::PathBuf::from(p.trim())),
+            wasm_plugins: r
+                .list("wasm_plugins", &[])
+                .into_iter()
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| std::path::PathBuf::from(p.trim()))
+                .collect(),
+            plugin_failure: match r
+                .choice(
+                    "plugin_failure",
+                    "fail_closed",
+                    &["fail_open", "fail_closed"],
+                    false,
+                )
+                .as_str()
+            {
+                "fail_open" => PluginFailure::FailOpen,
+                _ => PluginFailure::FailClosed,
+            },
+            plugin_deadline_ms: r.float(
+                "plugin_deadline_ms",
+                d.plugin_deadline_ms,
+                Some(0.1),
+                Some(10_000.0),
+            ),
+            plugin_weight_multipliers: {
+                let mut out = Vec::new();
+                for item in r.list("plugin_weight_multipliers", &[]) {
+                    let parsed = item
+                        .split_once(':')
+                        .and_then(|(n, m)| {
+                            Some((n.trim().to_string(), m.trim().parse::<f64>().ok()?))
+                        })
+                        .filter(|(n, m)| !n.is_empty() && m.is_finite());
+                    match parsed {
+                        Some(pair) => out.push(pair),
+                        None => r.reject(
+                            "plugin_weight_multipliers",
+                            format!(
+                                "{item:?} is not NAME:MULTIPLIER (a plugin's name and a number)"
+                            ),
+                        ),
+                    }
+                }
+                out
+            },
         }
     }
 }

@@ -600,7 +600,12 @@ impl Decider<'_> {
 pub(super) fn into_remote(e: ScheduleError) -> RemoteError {
     match e {
         ScheduleError::NoValidHost { reason } => RemoteError::no_valid_host(reason),
+        // A weigher plugin that fails closed refuses the request as nova refuses one.
+        ScheduleError::Weigher(w) if w.class == "NoValidHost" => {
+            RemoteError::no_valid_host(w.message)
+        }
         ScheduleError::Weigher(w) => RemoteError::nova(w.class, w.message, 404, Map::new()),
+        ScheduleError::FilterRaised(e) => RemoteError::new(e.class, e.module, e.message),
         ScheduleError::Claim(c) => {
             let (class, consumer_uuid, error) = match &c {
                 ClaimError::AllocationUpdateFailed {

@@ -53,6 +53,13 @@ pub struct FilterLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginFailureLabels {
+    pub plugin: &'static str,
+    /// `deadline`, `trap` or `garbage`.
+    pub cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PlacementLabels {
     pub method: String,
     /// The path with uuids and numbers replaced by `{uuid}`, `{id}`.
@@ -117,6 +124,7 @@ pub struct Metrics {
     pub phase_seconds: HistogramFamily<PhaseLabels>,
     pub filter_hosts_in: Family<FilterLabels, Counter>,
     pub filter_hosts_out: Family<FilterLabels, Counter>,
+    pub plugin_failures: Family<PluginFailureLabels, Counter>,
     pub candidate_hosts: Histogram,
     pub placement_requests: Family<PlacementLabels, Counter>,
     pub placement_seconds: HistogramFamily<RouteLabels>,
@@ -178,6 +186,7 @@ impl Metrics {
             phase_seconds: Family::new_with_constructor(latency),
             filter_hosts_in: Family::default(),
             filter_hosts_out: Family::default(),
+            plugin_failures: Family::default(),
             candidate_hosts: host_counts(),
             placement_requests: Family::default(),
             placement_seconds: Family::new_with_constructor(latency),
@@ -228,6 +237,12 @@ impl Metrics {
             "filter_hosts_out",
             "Hosts each filter let through",
             m.filter_hosts_out.clone(),
+        );
+        r.register(
+            "plugin_failures",
+            "Calls of a WebAssembly plugin that trapped, ran past plugin_deadline_ms or \
+             answered garbage (plugin_failure then decided)",
+            m.plugin_failures.clone(),
         );
         r.register(
             "candidate_hosts",
@@ -398,6 +413,12 @@ impl Metrics {
         self.filter_hosts_out
             .get_or_create(&labels)
             .inc_by(hosts_out as u64);
+    }
+
+    pub fn plugin_failure(&self, plugin: &'static str, cause: &'static str) {
+        self.plugin_failures
+            .get_or_create(&PluginFailureLabels { plugin, cause })
+            .inc();
     }
 
     pub fn claim(&self, mode: &'static str, result: &'static str) {

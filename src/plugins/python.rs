@@ -22,7 +22,7 @@
 //! the request's earlier instances (the compute's report is), and what a filter
 //! writes to a host state (a pruned `allocation_candidates`, `limits`).
 
-use super::{PluginError, PythonSetup};
+use super::{interned, PluginError, PythonSetup};
 use crate::filters::{CustomFilters, FilterRequest, HostFilter};
 use crate::model::{HostState, RequestSpec};
 use crate::weighers::aggregate_multiplier::MultiplierSetting;
@@ -30,10 +30,9 @@ use crate::weighers::{AllWeights, CustomWeighers, HostWeigher, WeighError};
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use tracing::{info, warn};
 
 /// The nova side, run as module `nova_scheduler_rs_bridge`.
@@ -231,22 +230,6 @@ impl CustomFilters for PythonFilterClasses {
     }
 }
 
-/// Class names live as long as the process (the chain names filters `&'static`);
-/// each distinct name is kept once, however often profiles are rebuilt.
-fn interned(name: &str) -> &'static str {
-    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
-    let mut names = NAMES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if let Some(kept) = names.get(name) {
-        return kept;
-    }
-    let kept: &'static str = Box::leak(name.to_string().into_boxed_str());
-    names.insert(kept);
-    kept
-}
-
 /// One instance of an operator's filter class, in the chain.
 pub struct PythonFilter {
     name: &'static str,
@@ -314,7 +297,25 @@ impl PythonFilter {
                 )?;
                 verdicts.extract()
             };
-            run().map_err(|e| described(py, &e))
+            run().map_err(|e| {
+                let class = e.get_type(py);
+                let raised = crate::filters::FilterRaised {
+                    class: class
+                        .name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|_| "Exception".into()),
+                    module: class
+                        .module()
+                        .map(|m| m.to_string_lossy().into_owned())
+                        .unwrap_or_else(|_| "builtins".into()),
+                    message: e
+                        .value(py)
+                        .str()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                };
+                (raised, described(py, &e))
+            })
         });
         match result {
             Ok(Some(verdicts)) if verdicts.len() == hosts.len() => verdicts,
@@ -329,11 +330,13 @@ impl PythonFilter {
                 vec![false; hosts.len()]
             }
             Ok(None) => vec![true; hosts.len()],
-            Err(raised) => {
+            Err((raised, described)) => {
                 warn!(
                     filter = self.name,
-                    "the Python filter {} raised; no host passes it: {raised}", self.name
+                    "the Python filter {} raised; the request fails with its exception: {described}",
+                    self.name
                 );
+                crate::filters::raise(raised);
                 vec![false; hosts.len()]
             }
         }

@@ -102,6 +102,35 @@ impl Scheduler {
                 let hosts_in = current.len();
                 let mut removed = Vec::new();
                 let mut removed_not_listed = 0;
+                if filter.filters_all_at_once() {
+                    let listed_hosts: Vec<&HostState> =
+                        current.iter().map(|&i| &hosts[i]).collect();
+                    let reasons = filter.rejection_reasons(&listed_hosts, &req);
+                    let mut kept = Vec::with_capacity(current.len());
+                    for (&i, reason) in current.iter().zip(reasons) {
+                        match reason {
+                            None => kept.push(i),
+                            Some(reason) if removed.len() < listed => removed.push(RemovedHost {
+                                host: hosts[i].host.to_string(),
+                                node: hosts[i].nodename.to_string(),
+                                reason,
+                            }),
+                            Some(_) => removed_not_listed += 1,
+                        }
+                    }
+                    current = kept;
+                    filters.push(FilterExplanation {
+                        filter: filter.name(),
+                        hosts_in,
+                        hosts_out: current.len(),
+                        removed,
+                        removed_not_listed,
+                    });
+                    if current.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
                 current.retain(|&i| {
                     take(&lines);
                     if filter.filter_host(&mut hosts[i], &req) {

@@ -3,10 +3,10 @@
 //! clouds), the binary's command line (`cli`, and `config_doors`: `run` and `config
 //! check` refuse alike), what ships beside the binary (`packaging`: compose's state
 //! dir, the metrics of the alerts and the dashboard), the release profiles against the
-//! facts read from each nova release's code (`release_profiles`), and the weighers that need a
+//! facts read from each nova release's code (`release_profiles`), WebAssembly plugins
+//! as nova.conf configures them (`wasm_plugins`), and the weighers that need a
 //! database or the daemon (`weigher_instance_images`, `weigher_pack_spread`). One test
-//! binary; each
-//! file below is a module, and the fixtures of `tests/common/` are compiled once, at
+//! binary; each file below is a module, and the fixtures of `tests/common/` are compiled once, at
 //! this crate's root.
 //!
 //! Run one file's tests with a name filter, e.g.
@@ -26,6 +26,8 @@ mod placement_server;
 mod random_core;
 #[path = "../common/venv.rs"]
 mod venv;
+#[path = "../common/wasm_example.rs"]
+mod wasm_example;
 
 mod cli;
 mod config_doors;
@@ -34,5 +36,6 @@ mod indexed_core;
 mod layers;
 mod packaging;
 mod release_profiles;
+mod wasm_plugins;
 mod weigher_instance_images;
 mod weigher_pack_spread;

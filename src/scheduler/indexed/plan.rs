@@ -96,7 +96,9 @@ impl Plan {
             if f.passes_every_host(&first) && (once || stable) {
                 continue;
             }
-            if f.writes_host() || f.reads_allocation_candidates(spec) {
+            // The index asks host by host; a filter judging the whole list at once
+            // (a plugin's) is asked once over the plain way's list instead.
+            if f.writes_host() || f.reads_allocation_candidates(spec) || f.filters_all_at_once() {
                 return None;
             }
             if once {
