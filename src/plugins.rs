@@ -23,9 +23,8 @@ pub mod wasm;
 use crate::config::PluginFailure;
 use crate::filters::{CustomFilters, HostFilter};
 use crate::weighers::{CustomWeighers, HostWeigher};
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why the operator's classes cannot be run.
@@ -56,6 +55,8 @@ pub enum PluginError {
 /// each distinct name is kept once, however often profiles are rebuilt.
 #[cfg(any(feature = "python", feature = "wasm"))]
 pub(crate) fn interned(name: &str) -> &'static str {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, OnceLock};
     static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
     let mut names = NAMES
         .get_or_init(Default::default)
@@ -188,13 +189,7 @@ fn load_wasm(options: &WasmOptions) -> Result<Option<Arc<dyn PluginSource>>, Plu
     }
     #[cfg(feature = "wasm")]
     {
-        let setup = wasm::WasmSetup {
-            paths: options.paths.clone(),
-            failure: options.failure,
-            deadline: options.deadline,
-            multipliers: options.multipliers.clone(),
-        };
-        Ok(Some(Arc::new(wasm::WasmPlugins::load(&setup)?)))
+        Ok(Some(Arc::new(wasm::WasmPlugins::load(options)?)))
     }
     #[cfg(not(feature = "wasm"))]
     {

@@ -41,13 +41,7 @@ const MEMORY_LIMIT: usize = 256 << 20;
 const IDLE_KEPT: usize = 4;
 
 /// The `[nova_scheduler_rs]` plugin options.
-#[derive(Debug, Clone)]
-pub struct WasmSetup {
-    pub paths: Vec<PathBuf>,
-    pub failure: PluginFailure,
-    pub deadline: Duration,
-    pub multipliers: Vec<(String, f64)>,
-}
+pub type WasmSetup = super::WasmOptions;
 
 /// The engine every plugin is compiled by, with the thread that advances its epoch.
 struct Runtime {
