@@ -29,8 +29,11 @@
 //! - `plugin_wasm_filter/N`, `plugin_wasm_weigher/N`: the example WebAssembly plugin
 //!   (`examples/wasm-plugin`, built here) as a filter and as a weigher over N hosts in
 //!   20 racks: what a Wasm plugin adds to a request (the table encoded, the call,
-//!   the answer read), once per request; `plugin_wasm_endless/1000`: a filter in an
-//!   endless loop, cut off at `plugin_deadline_ms = 3`.
+//!   the answer read), once per request, reading only the columns it names
+//!   (`nsrs_columns`); `plugin_wasm_every_column/N`: a filter that names none, so it
+//!   is given every column, and passes every host (the cost of the whole table);
+//!   `plugin_wasm_endless/1000`: a filter in an endless loop, cut off at
+//!   `plugin_deadline_ms = 3`.
 //!
 //! Figures are the benchmark thread's CPU time (`NSRS_BENCH_WALL=1`: wall clock).
 //!
@@ -389,8 +392,23 @@ fn bench_plugins<M: Measurement>(c: &mut Criterion<M>) {
   (func (export "nsrs_filter") (param i32 i32) (result i64) (loop $l (br $l)) i64.const 0))"#,
     )
     .expect("write the endless plugin");
+    // Passes every host and names no columns: what carrying all of them costs.
+    let every_column = dir.join("every_column.wat");
+    std::fs::write(
+        &every_column,
+        r#"(module (memory (export "memory") 128)
+  (func (export "nsrs_abi_version") (result i32) i32.const 1)
+  (func (export "nsrs_alloc") (param i32) (result i32) i32.const 65536)
+  (func (export "nsrs_filter") (param $at i32) (param $len i32) (result i64)
+    (local $bytes i32)
+    (local.set $bytes
+      (i32.shr_u (i32.add (i32.load offset=8 (local.get $at)) (i32.const 7)) (i32.const 3)))
+    (memory.fill (i32.const 0) (i32.const 0xff) (local.get $bytes))
+    (i64.extend_i32_u (local.get $bytes))))"#,
+    )
+    .expect("write the every-column plugin");
     let plugins = WasmPlugins::load(&WasmSetup {
-        paths: vec![wasm_example::example_module(), endless],
+        paths: vec![wasm_example::example_module(), endless, every_column],
         failure: PluginFailure::FailOpen,
         deadline: Duration::from_millis(3),
         multipliers: Vec::new(),
@@ -401,6 +419,9 @@ fn bench_plugins<M: Measurement>(c: &mut Criterion<M>) {
         .weigher("mycloud_rack")
         .expect("the example weigher");
     let endless = plugins.filter("endless").expect("the endless filter");
+    let every_column = plugins
+        .filter("every_column")
+        .expect("the every-column filter");
     let racks: Vec<Arc<Aggregate>> = (0..20)
         .map(|r| {
             Arc::new(Aggregate {
@@ -445,6 +466,10 @@ fn bench_plugins<M: Measurement>(c: &mut Criterion<M>) {
         });
         group.bench_function(BenchmarkId::new("plugin_wasm_weigher", n), |b| {
             b.iter(|| weigher.weigh_all(&listed, &spec).expect("weights"))
+        });
+        assert!(every_column.filter_all(&listed, &req).iter().all(|p| *p));
+        group.bench_function(BenchmarkId::new("plugin_wasm_every_column", n), |b| {
+            b.iter(|| every_column.filter_all(&listed, &req))
         });
         if n == 1_000 {
             group.sample_size(10);

@@ -33,6 +33,9 @@
 //!    exits non-zero within seconds; with `max_retries = -1` it retries, `/readyz`
 //!    answers 503 naming the awaited database, and it becomes ready once the port
 //!    forwards to MariaDB.
+//! 7. An operator's own plugins (`daemon_process/custom_plugins.rs`): the example
+//!    WebAssembly filter and weigher and a Python filter class, in the binary, for
+//!    nova's client.
 
 #[path = "common/amqp_client.rs"]
 mod amqp_client;
@@ -54,9 +57,13 @@ mod placement_server;
 mod private_rabbit;
 #[path = "common/venv.rs"]
 mod venv;
+#[path = "common/wasm_example.rs"]
+mod wasm_example;
 
 #[path = "daemon_process/capacity_tools.rs"]
 mod capacity_tools;
+#[path = "daemon_process/custom_plugins.rs"]
+mod custom_plugins;
 
 use daemon_proc::{
     nova_client, nova_conf_on, own_vhost, placement_section, rabbitmqctl, seed_cloud, Daemon,

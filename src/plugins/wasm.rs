@@ -117,6 +117,14 @@ impl Kind {
             Kind::Weigher => "nsrs_weigh",
         }
     }
+
+    /// The argument of `nsrs_columns`: 0 a filter, 1 a weigher.
+    fn code(self) -> i32 {
+        match self {
+            Kind::Filter => 0,
+            Kind::Weigher => 1,
+        }
+    }
 }
 
 /// One instance of a module, ready for a call.
@@ -138,6 +146,9 @@ struct Plugin {
     deadline: Duration,
     /// `nsrs_flags`: bit 0 `RUN_ON_REBUILD`, bit 1 `run_filter_once_per_request`.
     flags: u32,
+    /// The columns a filter's and a weigher's input carry (`nsrs_columns`; all
+    /// when it does not say).
+    columns: [abi::ColumnSet; 2],
     idle: Mutex<Vec<Loaded>>,
 }
 
@@ -189,6 +200,7 @@ impl Plugin {
             failure: setup.failure,
             deadline: setup.deadline,
             flags: 0,
+            columns: [abi::ColumnSet::all(); 2],
             idle: Mutex::new(Vec::new()),
         };
         // A first instance checks the exports and the ABI version, and reads the flags.
@@ -211,6 +223,35 @@ impl Plugin {
                 .call(&mut store, ())
                 .map_err(|e| PluginError::Wasm(format!("{shown}: nsrs_flags: {e:#}")))?
                 as u32;
+        }
+        if let Ok(columns) = instance.get_typed_func::<i32, i64>(&mut store, "nsrs_columns") {
+            for kind in kinds.iter().copied() {
+                let packed = columns
+                    .call(&mut store, kind.code())
+                    .map_err(|e| PluginError::Wasm(format!("{shown}: nsrs_columns: {e:#}")))?
+                    as u64;
+                let (at, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+                let memory = instance
+                    .get_memory(&mut store, "memory")
+                    .ok_or_else(|| PluginError::Wasm(format!("{shown} exports no memory")))?;
+                let ids: Vec<u32> = memory
+                    .data(&store)
+                    .get(at..at.saturating_add(len))
+                    .filter(|b| b.len() % 4 == 0 && b.len() <= 4 * 128)
+                    .ok_or_else(|| {
+                        PluginError::Wasm(format!(
+                            "{shown}: nsrs_columns({}) answered {len} bytes at {at}: not a \
+                             list of u32 column ids in its memory",
+                            kind.code()
+                        ))
+                    })?
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect();
+                plugin.columns[kind.code() as usize] = abi::ColumnSet::of(&ids).map_err(|e| {
+                    PluginError::Wasm(format!("{shown}: nsrs_columns({}) {e}", kind.code()))
+                })?;
+            }
         }
         let loaded = plugin
             .ready(store, instance)
@@ -292,7 +333,7 @@ impl Plugin {
             static INPUT: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         INPUT.with_borrow_mut(|input| {
-            abi::encode_into(input, hosts, request);
+            abi::encode_into(input, hosts, request, self.columns[kind.code() as usize]);
             self.call_with(kind, input, decode)
         })
     }

@@ -329,6 +329,45 @@ fn a_trap_or_a_garbage_answer_is_a_failure_and_the_next_call_starts_afresh() {
 }
 
 #[test]
+fn a_plugin_that_names_its_columns_is_given_only_those() {
+    let d = dir("columns");
+    // Names column 16 (num_instances) only, and traps unless its input carries one
+    // column, 16, whose rows are the hosts' instance counts.
+    let narrow = module(
+        &d,
+        "narrow",
+        r#"(data (i32.const 16) "\10\00\00\00")
+  (func (export "nsrs_columns") (param i32) (result i64) i64.const 0x0000001000000004)
+  (func (export "nsrs_filter") (param $at i32) (param $len i32) (result i64)
+    (if (i32.ne (i32.load offset=24 (local.get $at)) (i32.const 1)) (then unreachable))
+    (if (i32.ne (i32.load offset=28 (local.get $at)) (i32.const 16)) (then unreachable))
+    (if (i64.ne
+          (i64.load (i32.add (local.get $at) (i32.load offset=36 (local.get $at))))
+          (i64.const 3))
+      (then unreachable))
+    (i32.store8 (i32.const 0) (i32.const 0xff))
+    i64.const 1)"#,
+    );
+    let s = scheduler(
+        &d,
+        "enabled_filters = narrow",
+        &format!("wasm_plugins = {}", narrow.display()),
+    )
+    .unwrap();
+    let mut hosts = cloud();
+    hosts[0].num_instances = 3;
+    let all: Vec<usize> = (0..hosts.len()).collect();
+    let spec = asking_for_rack("r1");
+    let before = failures("narrow", "trap");
+    let (kept, _) = s.filters.run(&hosts, &all, &request(&spec));
+    assert_eq!(
+        kept, all,
+        "fail_closed: a trap would have rejected every host"
+    );
+    assert_eq!(failures("narrow", "trap"), before);
+}
+
+#[test]
 fn modules_that_import_speak_another_abi_or_do_nothing_are_refused_at_startup() {
     let d = dir("refused");
     let cases = [
@@ -350,6 +389,13 @@ fn modules_that_import_speak_another_abi_or_do_nothing_are_refused_at_startup() 
             "exports neither nsrs_filter nor nsrs_weigh",
         ),
         ("broken", "(module (func $x (".to_string(), "broken.wat"),
+        (
+            "unknown_column",
+            format!(
+                r#"(module {HEAD} (data (i32.const 16) "\63\00\00\00") (func (export "nsrs_columns") (param i32) (result i64) i64.const 0x0000001000000004) (func (export "nsrs_filter") (param i32 i32) (result i64) i64.const 0))"#
+            ),
+            "nsrs_columns(0) asks for column 99, which ABI 1 does not define",
+        ),
     ];
     for (name, text, expected) in cases {
         let path = d.join(format!("{name}.wat"));
@@ -374,4 +420,63 @@ fn modules_that_import_speak_another_abi_or_do_nothing_are_refused_at_startup() 
         err.contains("plugin_weight_multipliers names nothing"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn the_example_weigher_sees_each_instance_of_a_request_consumed() {
+    use nova_scheduler::scheduler::ScheduleRequest;
+    use rand::SeedableRng;
+    let d = dir("spread");
+    let s = scheduler(
+        &d,
+        "enabled_filters =\nweight_classes = mycloud_rack",
+        &format!("wasm_plugins = {}", example_module().display()),
+    )
+    .unwrap();
+    // Two empty racks of two hosts: four instances of one request go two to each.
+    let r1 = rack(1, "r1", &["h0", "h1"]);
+    let r2 = rack(2, "r2", &["h2", "h3"]);
+    let hosts: Vec<HostState> = (0..4)
+        .map(|i| {
+            let name = format!("h{i}");
+            HostState {
+                host: name.as_str().into(),
+                nodename: name.as_str().into(),
+                free_ram_mb: 65536,
+                total_usable_ram_mb: 65536,
+                free_disk_mb: 1 << 20,
+                total_usable_disk_gb: 1024,
+                vcpus_total: 64,
+                cpu_allocation_ratio: 1.0,
+                ram_allocation_ratio: 1.0,
+                disk_allocation_ratio: 1.0,
+                aggregates: vec![Arc::clone(if i < 2 { &r1 } else { &r2 })],
+                ..Default::default()
+            }
+        })
+        .collect();
+    let mut spec = RequestSpec {
+        num_instances: 4,
+        ..Default::default()
+    };
+    spec.flavor.memory_mb = 512;
+    spec.flavor.vcpus = 1;
+    let request = ScheduleRequest {
+        spec,
+        instance_uuids: None,
+        use_placement: false,
+        return_alternates: false,
+        now: chrono::Utc::now(),
+    };
+    let mut claims = crate::random_core::Claims::default();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let outcome = s
+        .schedule(hosts, request, &mut claims, &mut rng)
+        .await
+        .expect("placed");
+    let mut per_rack = [0, 0];
+    for destination in &outcome.destinations {
+        per_rack[destination[0].host / 2] += 1;
+    }
+    assert_eq!(per_rack, [2, 2], "{:?}", outcome.destinations);
 }

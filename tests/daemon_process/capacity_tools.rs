@@ -35,15 +35,15 @@ const FLAVORS: [(&str, i64, i64, i64); 3] = [
 
 /// The daemon as a process on `cloud` (the real Placement, its own RabbitMQ vhost,
 /// nova.conf's defaults otherwise), and a client that calls it.
-struct RunningDaemon {
-    daemon: Daemon,
-    client: TestClient,
-    vhost: String,
+pub(crate) struct RunningDaemon {
+    pub(crate) daemon: Daemon,
+    pub(crate) client: TestClient,
+    pub(crate) vhost: String,
 }
 
 impl RunningDaemon {
     /// `extra`: more lines of `[nova_scheduler_rs]`.
-    async fn start(cloud: &Cloud, dir: &Path, tag: &str, extra: &str) -> RunningDaemon {
+    pub(crate) async fn start(cloud: &Cloud, dir: &Path, tag: &str, extra: &str) -> RunningDaemon {
         let vhost = nova_schema::tagged(&format!("nsrs_cap_{tag}"));
         // A vhost left by an earlier run; none is the usual case.
         let _ = Command::new("rabbitmqctl")
@@ -76,7 +76,11 @@ impl RunningDaemon {
 
     /// One `select_destinations` (RPC 4.5): the chosen host of each instance, or the
     /// failure's class.
-    async fn select(&mut self, spec: Value, uuids: &[String]) -> Result<Vec<String>, String> {
+    pub(crate) async fn select(
+        &mut self,
+        spec: Value,
+        uuids: &[String],
+    ) -> Result<Vec<String>, String> {
         let reply = self
             .client
             .call(
@@ -113,7 +117,7 @@ impl RunningDaemon {
             .collect())
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         let log = self.daemon.log_text();
         drop(self.daemon);
         rabbitmqctl(&["delete_vhost", &self.vhost]);

@@ -5,7 +5,8 @@ tests/placement/placement_python_filters.rs.
 Usage: python custom_filters_oracle.py NOVA_CONF. Reads JSON lines on stdin,
 writes one line per input line on stdout:
 
-  {"spec_obj": <RequestSpec primitive>, "providers": [compute node uuids]}
+  {"spec_obj": <RequestSpec primitive>, "providers": [compute node uuids],
+   "reuse_states": optional, true when the databases do not change between cases}
       -> {"hosts": [the hosts left after the enabled filters, sorted],
           "weights": {host: its weight from [filter_scheduler] weight_classes}}
        | {"raised": "<ExceptionClass>: <message>"}
@@ -41,14 +42,24 @@ def main():
     config.parse_args(["nova-scheduler", "--config-file", sys.argv[1]])
     manager = host_manager.HostManager()
     ctx = context.get_admin_context()
+    # Host states per set of providers, read once when the caller says the
+    # databases stay as they are (filtering and weighing do not change them).
+    kept = {}
     for line in sys.stdin:
         if not line.strip():
             continue
         case = json.loads(line)
         spec = objects.RequestSpec.obj_from_primitive(case["spec_obj"])
         try:
-            states = manager.get_host_states_by_uuids(
-                ctx, case["providers"], spec)
+            key = tuple(sorted(case["providers"]))
+            if case.get("reuse_states") and key in kept:
+                states = iter(kept[key])
+            else:
+                states = manager.get_host_states_by_uuids(
+                    ctx, case["providers"], spec)
+                if case.get("reuse_states"):
+                    kept[key] = list(states)
+                    states = iter(kept[key])
             left = list(manager.get_filtered_hosts(states, spec, index=0))
             weighed = manager.get_weighed_hosts(left, spec)
             answer = {

@@ -36,19 +36,33 @@ pub extern "C" fn nsrs_flags() -> i32 {
     0
 }
 
+/// The columns each plugin reads, so the daemon gathers only these: for the
+/// filter (0) the hosts' aggregates and their metadata, for the weigher (1) also
+/// the instances on each host.
+#[unsafe(no_mangle)]
+pub extern "C" fn nsrs_columns(kind: i32) -> i64 {
+    static FILTER: [u32; 2] = [6, 103];
+    static WEIGHER: [u32; 3] = [6, 16, 103];
+    let ids: &[u32] = if kind == 0 { &FILTER } else { &WEIGHER };
+    ((ids.as_ptr() as u32 as i64) << 32) | (ids.len() * 4) as i64
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nsrs_alloc(len: i32) -> i32 {
     INPUT.with_borrow_mut(|buf| {
-        buf.clear();
-        buf.resize(len.max(0) as usize, 0);
+        // Grown, never cleared: the daemon writes every byte of the input.
+        let len = len.max(0) as usize;
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
         buf.as_mut_ptr() as i32
     })
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nsrs_filter(_at: i32, _len: i32) -> i64 {
+pub extern "C" fn nsrs_filter(_at: i32, len: i32) -> i64 {
     INPUT.with_borrow(|bytes| {
-        let input = Input::new(bytes);
+        let input = Input::new(&bytes[..len as usize]);
         let (wanted, with_reasons) = wanted_rack(&input);
         let racks = Racks::of(&input);
         let n = input.hosts();
@@ -91,9 +105,9 @@ pub extern "C" fn nsrs_filter(_at: i32, _len: i32) -> i64 {
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn nsrs_weigh(_at: i32, _len: i32) -> i64 {
+pub extern "C" fn nsrs_weigh(_at: i32, len: i32) -> i64 {
     INPUT.with_borrow(|bytes| {
-        let input = Input::new(bytes);
+        let input = Input::new(&bytes[..len as usize]);
         let racks = Racks::of(&input);
         let n = input.hosts();
         // Instances per rack over the whole list (a host in two aggregates of one

@@ -80,22 +80,90 @@ pub const AGGREGATE_COLUMNS: &[(u32, u32, &str)] = &[
 const HEADER_BYTES: usize = 28;
 const DESCRIPTOR_BYTES: usize = 16;
 
+/// Which columns a call's input carries: bit `id` set (every id is below 128).
+/// A module that exports `nsrs_columns` is given only the ones it names; the
+/// rest of the input is the same, so a module finds its columns as it always does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnSet(u128);
+
+impl ColumnSet {
+    /// Every column of this ABI.
+    pub fn all() -> Self {
+        let ids = HOST_STR_COLUMNS
+            .iter()
+            .map(|c| c.0)
+            .chain([HOST_AGGREGATES_COLUMN])
+            .chain(HOST_I64_COLUMNS.iter().map(|c| c.0))
+            .chain(HOST_F64_COLUMNS.iter().map(|c| c.0))
+            .chain(AGGREGATE_COLUMNS.iter().map(|c| c.0));
+        ColumnSet(ids.fold(0, |bits, id| bits | 1 << id))
+    }
+
+    /// The columns named by `ids`; an id this ABI does not define is an error.
+    pub fn of(ids: &[u32]) -> Result<Self, String> {
+        let all = Self::all();
+        let mut bits = 0u128;
+        for &id in ids {
+            if id >= 128 || all.0 & 1 << id == 0 {
+                return Err(format!(
+                    "asks for column {id}, which ABI {ABI_VERSION} does not define"
+                ));
+            }
+            bits |= 1 << id;
+        }
+        Ok(ColumnSet(bits))
+    }
+
+    pub fn has(self, id: u32) -> bool {
+        id < 128 && self.0 & 1 << id != 0
+    }
+
+    /// Whether the aggregates are read: the host column listing them, or any of theirs.
+    fn aggregates(self) -> bool {
+        self.has(HOST_AGGREGATES_COLUMN) || AGGREGATE_COLUMNS.iter().any(|c| self.has(c.0))
+    }
+}
+
 /// One call's input: `hosts` in the list's order and the request's JSON.
 pub fn encode(hosts: &[&HostState], request_json: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_into(&mut out, hosts, request_json);
+    encode_into(&mut out, hosts, request_json, ColumnSet::all());
     out
 }
 
-/// [`encode`] into `out` (cleared first), so a caller can keep one buffer.
+/// [`encode`] into `out` (cleared first), so a caller can keep one buffer, with
+/// only the `wanted` columns.
 ///
 /// One pass over the hosts, each host's values written to every column at once:
 /// host states are large and scattered, and a pass per column would fetch each
-/// one from memory twenty times over.
-pub fn encode_into(out: &mut Vec<u8>, hosts: &[&HostState], request_json: &str) {
+/// one from memory twenty times over. Reading them is most of the cost, so a
+/// column nobody asked for is not read at all.
+pub fn encode_into(out: &mut Vec<u8>, hosts: &[&HostState], request_json: &str, wanted: ColumnSet) {
     let n = hosts.len();
-    let host_columns = HOST_STR_COLUMNS.len() + 1 + HOST_I64_COLUMNS.len() + HOST_F64_COLUMNS.len();
-    let columns = host_columns + AGGREGATE_COLUMNS.len();
+    let strs: Vec<&StrColumn> = HOST_STR_COLUMNS
+        .iter()
+        .filter(|c| wanted.has(c.0))
+        .collect();
+    let list = wanted.has(HOST_AGGREGATES_COLUMN);
+    let i64s: Vec<&I64Column> = HOST_I64_COLUMNS
+        .iter()
+        .filter(|c| wanted.has(c.0))
+        .collect();
+    let f64s: Vec<&F64Column> = HOST_F64_COLUMNS
+        .iter()
+        .filter(|c| wanted.has(c.0))
+        .collect();
+    let aggregate_columns: Vec<&(u32, u32, &str)> = AGGREGATE_COLUMNS
+        .iter()
+        .filter(|c| wanted.has(c.0))
+        .collect();
+    let read_aggregates = wanted.aggregates();
+    // Slots of the fixed-size host columns, in this order.
+    let list_slot = strs.len();
+    let first_i64 = list_slot + usize::from(list);
+    let first_f64 = first_i64 + i64s.len();
+    let host_columns = first_f64 + f64s.len();
+    let columns = host_columns + aggregate_columns.len();
     out.clear();
     out.extend_from_slice(&MAGIC);
     put_u32(out, ABI_VERSION);
@@ -112,15 +180,12 @@ pub fn encode_into(out: &mut Vec<u8>, hosts: &[&HostState], request_json: &str) 
     let fixed_at = out.len();
     let column_at = |k: usize| fixed_at + k * n * 8;
     out.resize(fixed_at + host_columns * n * 8, 0);
-    let list_column = HOST_STR_COLUMNS.len();
-    let first_i64 = list_column + 1;
-    let first_f64 = first_i64 + HOST_I64_COLUMNS.len();
 
     // Hosts share their aggregates' `Arc`s: one row per distinct aggregate.
     let mut aggregate_rows: HashMap<*const Aggregate, u32, BuildAddressHasher> = HashMap::default();
     let mut aggregates: Vec<&Arc<Aggregate>> = Vec::new();
-    let mut lists: Vec<u32> = Vec::with_capacity(n * 2);
-    let mut heap: Vec<u8> = Vec::with_capacity(n * 64);
+    let mut lists: Vec<u32> = Vec::with_capacity(if list { n * 2 } else { 0 });
+    let mut heap: Vec<u8> = Vec::with_capacity(n * 16 * strs.len());
     let put = |out: &mut Vec<u8>, k: usize, i: usize, bytes: [u8; 8]| {
         let at = column_at(k) + i * 8;
         out[at..at + 8].copy_from_slice(&bytes);
@@ -132,25 +197,31 @@ pub fn encode_into(out: &mut Vec<u8>, hosts: &[&HostState], request_json: &str) 
         bytes
     };
     for (i, h) in hosts.iter().enumerate() {
-        for (k, (_, _, value)) in HOST_STR_COLUMNS.iter().enumerate() {
+        for (k, (_, _, value)) in strs.iter().enumerate() {
             let text = value(h);
             // Relative to the string heap until its place is known.
             put(out, k, i, pair(heap.len() as u32, text.len() as u32));
             heap.extend_from_slice(text.as_bytes());
         }
-        let first = lists.len() as u32;
-        for agg in &h.aggregates {
-            let row = *aggregate_rows.entry(Arc::as_ptr(agg)).or_insert_with(|| {
-                aggregates.push(agg);
-                (aggregates.len() - 1) as u32
-            });
-            lists.push(row);
+        if read_aggregates {
+            let first = lists.len() as u32;
+            for agg in &h.aggregates {
+                let row = *aggregate_rows.entry(Arc::as_ptr(agg)).or_insert_with(|| {
+                    aggregates.push(agg);
+                    (aggregates.len() - 1) as u32
+                });
+                if list {
+                    lists.push(row);
+                }
+            }
+            if list {
+                put(out, list_slot, i, pair(first, h.aggregates.len() as u32));
+            }
         }
-        put(out, list_column, i, pair(first, h.aggregates.len() as u32));
-        for (k, (_, _, value)) in HOST_I64_COLUMNS.iter().enumerate() {
+        for (k, (_, _, value)) in i64s.iter().enumerate() {
             put(out, first_i64 + k, i, value(h).to_le_bytes());
         }
-        for (k, (_, _, value)) in HOST_F64_COLUMNS.iter().enumerate() {
+        for (k, (_, _, value)) in f64s.iter().enumerate() {
             put(out, first_f64 + k, i, value(h).to_le_bytes());
         }
     }
@@ -168,10 +239,12 @@ pub fn encode_into(out: &mut Vec<u8>, hosts: &[&HostState], request_json: &str) 
             out[at..at + 4].copy_from_slice(&(base + relative * scale).to_le_bytes());
         }
     };
-    for k in 0..HOST_STR_COLUMNS.len() {
+    for k in 0..strs.len() {
         rebase(out, k, heap_at, 1);
     }
-    rebase(out, list_column, lists_at, 4);
+    if list {
+        rebase(out, list_slot, lists_at, 4);
+    }
 
     let mut column = 0;
     let mut describe = |out: &mut Vec<u8>, id: u32, kind: u32, start: usize, len: usize| {
@@ -182,23 +255,25 @@ pub fn encode_into(out: &mut Vec<u8>, hosts: &[&HostState], request_json: &str) 
         out[at + 12..at + 16].copy_from_slice(&(len as u32).to_le_bytes());
         column += 1;
     };
-    for (k, (id, _, _)) in HOST_STR_COLUMNS.iter().enumerate() {
+    for (k, (id, _, _)) in strs.iter().enumerate() {
         describe(out, *id, TYPE_STR, column_at(k), n * 8);
     }
-    describe(
-        out,
-        HOST_AGGREGATES_COLUMN,
-        TYPE_U32_LIST,
-        column_at(list_column),
-        n * 8,
-    );
-    for (k, (id, _, _)) in HOST_I64_COLUMNS.iter().enumerate() {
+    if list {
+        describe(
+            out,
+            HOST_AGGREGATES_COLUMN,
+            TYPE_U32_LIST,
+            column_at(list_slot),
+            n * 8,
+        );
+    }
+    for (k, (id, _, _)) in i64s.iter().enumerate() {
         describe(out, *id, TYPE_I64, column_at(first_i64 + k), n * 8);
     }
-    for (k, (id, _, _)) in HOST_F64_COLUMNS.iter().enumerate() {
+    for (k, (id, _, _)) in f64s.iter().enumerate() {
         describe(out, *id, TYPE_F64, column_at(first_f64 + k), n * 8);
     }
-    for &(id, kind, name) in AGGREGATE_COLUMNS {
+    for &&(id, kind, name) in &aggregate_columns {
         align8(out);
         let start = out.len();
         match name {
@@ -441,6 +516,44 @@ mod tests {
         assert_eq!((count, u32_at(&input, s)), (1, 0));
         assert_eq!(string(&input, 103, 0), r#"{"rack":"r1"}"#);
         assert_eq!(string(&input, 102, 0), "rack-1");
+    }
+
+    #[test]
+    fn only_the_wanted_columns_are_carried() {
+        let rack = Arc::new(Aggregate {
+            id: 7,
+            metadata: [("rack".to_string(), "r1".to_string())].into(),
+            ..Default::default()
+        });
+        let mut a = HostState {
+            host: "a".into(),
+            ..Default::default()
+        };
+        a.num_instances = 4;
+        a.aggregates = vec![Arc::clone(&rack), Arc::clone(&rack)];
+        let mut input = Vec::new();
+        let wanted = ColumnSet::of(&[16, 103]).unwrap();
+        encode_into(&mut input, &[&a], "{}", wanted);
+        assert_eq!(u32_at(&input, 24), 2, "two columns");
+        assert_eq!(
+            u32_at(&input, 12),
+            1,
+            "the aggregates, though their list is not asked for"
+        );
+        assert_eq!(string(&input, 103, 0), r#"{"rack":"r1"}"#);
+        let (kind, start, len) = column(&input, 16);
+        assert_eq!((kind, len), (TYPE_I64, 8));
+        assert_eq!(
+            i64::from_le_bytes(input[start..start + 8].try_into().unwrap()),
+            4
+        );
+        // Nothing read, nothing carried.
+        let bare = ColumnSet::of(&[]).unwrap();
+        encode_into(&mut input, &[&a], "{}", bare);
+        assert_eq!((u32_at(&input, 12), u32_at(&input, 24)), (0, 0));
+        assert!(ColumnSet::of(&[7]).is_err());
+        assert!(ColumnSet::of(&[200]).is_err());
+        assert!(ColumnSet::all().has(32) && ColumnSet::all().has(103) && !ColumnSet::all().has(7));
     }
 
     #[test]
