@@ -34,6 +34,12 @@
 //!   is given every column, and passes every host (the cost of the whole table);
 //!   `plugin_wasm_endless/1000`: a filter in an endless loop, cut off at
 //!   `plugin_deadline_ms = 3`.
+//! - `plugin_python_filter/N` (N ≤ 1,000, with `NSRS_VENV` naming a venv with nova):
+//!   an operator's Python filter class in the chain, over nova `HostState`s the
+//!   interpreter keeps between requests (each host's JSON compared, the class run,
+//!   the verdicts read); `plugin_python_filter_in_nova/N`: the same class in
+//!   nova-scheduler's own filter handler over host states nova already holds, what
+//!   the class costs nova.
 //!
 //! Figures are the benchmark thread's CPU time (`NSRS_BENCH_WALL=1`: wall clock).
 //!
@@ -61,6 +67,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "wasm")]
 #[path = "../tests/common/wasm_example.rs"]
 mod wasm_example;
 
@@ -376,6 +383,7 @@ fn bench<M: Measurement>(c: &mut Criterion<M>) {
 }
 
 /// The example Wasm plugin over hosts in 20 racks, and a plugin in an endless loop.
+#[cfg(feature = "wasm")]
 fn bench_plugins<M: Measurement>(c: &mut Criterion<M>) {
     use nova_scheduler::config::PluginFailure;
     use nova_scheduler::filters::{FilterRequest, HostFilter};
@@ -482,9 +490,111 @@ fn bench_plugins<M: Measurement>(c: &mut Criterion<M>) {
     group.finish();
 }
 
+/// An operator's Python filter class (`tests/plugins/mycloud_filters.py`'s
+/// LicenceFilter, which reads the hosts' aggregate metadata) in the chain, and the
+/// same class in nova-scheduler's own filter handler over host states nova already
+/// holds. Only with `NSRS_VENV` naming a venv with nova.
+#[cfg(feature = "python")]
+fn bench_python<M: Measurement>(c: &mut Criterion<M>) {
+    use nova_scheduler::filters::{CustomFilters, FilterRequest};
+    use nova_scheduler::plugins::python::PythonFilterClasses;
+    use nova_scheduler::plugins::PythonSetup;
+    use std::os::unix::fs::PermissionsExt;
+    let Some(venv) = std::env::var_os("NSRS_VENV") else {
+        eprintln!("plugin_python_*: skipped (set NSRS_VENV to a venv with nova)");
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-python");
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let python = dir.join("python");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\nPYTHONPATH={}/tests/plugins exec {}/bin/python \"$@\"\n",
+            env!("CARGO_MANIFEST_DIR"),
+            std::path::Path::new(&venv).display()
+        ),
+    )
+    .expect("write the interpreter");
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let conf = dir.join("nova.conf");
+    std::fs::write(&conf, "[DEFAULT]\n").expect("write nova.conf");
+    let classes = PythonFilterClasses::load(
+        vec!["mycloud_filters.all_filters".into()],
+        &PythonSetup {
+            interpreter: Some(python),
+            config_files: vec![conf],
+            config_dirs: Vec::new(),
+        },
+    )
+    .expect("the operator's classes load");
+    let ours = classes
+        .build("LicenceFilter")
+        .expect("LicenceFilter")
+        .expect("an instance");
+    // The captured request asking for a licence, with its primitive kept (as the
+    // daemon keeps it when an operator's class reads nova's object).
+    let captured: Value = serde_json::from_str(SINGLE_REQUEST).expect("sample");
+    let body = captured["body_raw"].as_str().expect("body_raw");
+    let request = decode_request(
+        Some("application/json"),
+        None,
+        body.as_bytes(),
+        nova_scheduler::rpc::envelope::DEFAULT_MAX_MESSAGE_BYTES,
+    )
+    .expect("request");
+    let mut spec_obj = request.args["spec_obj"].clone();
+    spec_obj["nova_object.data"]["flavor"]["nova_object.data"]["extra_specs"]["mycloud:licence"] =
+        json!("oracle");
+    let mut spec = RequestSpec::from_primitive(&spec_obj).expect("spec");
+    spec.primitive = Some(json!({ "spec_obj": spec_obj }).to_string().into());
+    let req = FilterRequest {
+        spec: &spec,
+        now: Utc::now(),
+        index: 0,
+        is_rebuild: false,
+    };
+    let licensed = Arc::new(Aggregate {
+        id: 50,
+        name: "licensed".into(),
+        metadata: [("licence".to_string(), "oracle".to_string())].into(),
+        ..Default::default()
+    });
+    let mut group = c.benchmark_group("decision_core");
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(5));
+    for n in sizes().into_iter().filter(|&n| n <= 1_000) {
+        let mut states = hosts(n, Utc::now());
+        for h in states.iter_mut().step_by(2) {
+            h.aggregates.push(Arc::clone(&licensed));
+        }
+        let listed: Vec<&HostState> = states.iter().collect();
+        let nova = classes
+            .novas_handler("LicenceFilter", &listed, &req)
+            .expect("nova's handler");
+        let passing = ours
+            .filter_all(&listed, &req)
+            .iter()
+            .filter(|p| **p)
+            .count();
+        assert_eq!(passing, n / 2, "half the hosts are licensed");
+        assert_eq!(nova.run().expect("nova's handler runs"), passing);
+        group.bench_function(BenchmarkId::new("plugin_python_filter", n), |b| {
+            b.iter(|| ours.filter_all(&listed, &req))
+        });
+        group.bench_function(BenchmarkId::new("plugin_python_filter_in_nova", n), |b| {
+            b.iter(|| nova.run().expect("nova's handler runs"))
+        });
+    }
+    group.finish();
+}
+
 fn all<M: Measurement>(c: &mut Criterion<M>) {
     bench(c);
+    #[cfg(feature = "wasm")]
     bench_plugins(c);
+    #[cfg(feature = "python")]
+    bench_python(c);
 }
 
 fn main() {

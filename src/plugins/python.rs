@@ -230,6 +230,76 @@ impl CustomFilters for PythonFilterClasses {
     }
 }
 
+impl PythonFilterClasses {
+    /// nova-scheduler's own filter handler with the class `name`, over nova's
+    /// `HostState`s of `hosts` and the request of `req`, built here once: what
+    /// running the class costs nova, for comparing with what it costs in the
+    /// chain (`benches/decision_core.rs`).
+    pub fn novas_handler(
+        &self,
+        name: &str,
+        hosts: &[&HostState],
+        req: &FilterRequest<'_>,
+    ) -> Result<NovasFilterHandler, String> {
+        let spec = req
+            .spec
+            .primitive
+            .as_deref()
+            .ok_or("the request carries no primitive")?;
+        let texts = host_texts(hosts);
+        let changes = spec_changes(req.spec).to_string();
+        Python::attach(|py| {
+            let bridge = self.interpreter.bridge.bind(py);
+            let prepared = || -> PyResult<NovasFilterHandler> {
+                Ok(NovasFilterHandler {
+                    filter: bridge
+                        .call_method1("new_filter", (self.entries.clone(), name))?
+                        .unbind(),
+                    states: bridge.call_method1("host_states", (texts,))?.unbind(),
+                    spec: bridge
+                        .call_method1("request_spec", (spec, changes))?
+                        .unbind(),
+                    index: req.index,
+                    interpreter: Arc::clone(&self.interpreter),
+                })
+            };
+            prepared().map_err(|e| described(py, &e))
+        })
+    }
+}
+
+/// One class in nova's filter handler over host states nova already holds
+/// (see [`PythonFilterClasses::novas_handler`]).
+pub struct NovasFilterHandler {
+    filter: Py<PyAny>,
+    states: Py<PyAny>,
+    spec: Py<PyAny>,
+    index: usize,
+    interpreter: Arc<Interpreter>,
+}
+
+impl NovasFilterHandler {
+    /// One run of nova's handler: the hosts it leaves.
+    pub fn run(&self) -> Result<usize, String> {
+        Python::attach(|py| {
+            self.interpreter
+                .bridge
+                .bind(py)
+                .call_method1(
+                    "novas_filter_handler",
+                    (
+                        self.filter.bind(py),
+                        self.states.bind(py),
+                        self.spec.bind(py),
+                        self.index,
+                    ),
+                )
+                .and_then(|left| left.extract())
+                .map_err(|e| described(py, &e))
+        })
+    }
+}
+
 /// One instance of an operator's filter class, in the chain.
 pub struct PythonFilter {
     name: &'static str,
