@@ -196,16 +196,21 @@ fn hosts(n: usize, now: DateTime<Utc>) -> Vec<HostState> {
 }
 
 fn captured_spec() -> RequestSpec {
+    RequestSpec::from_primitive(&captured_spec_obj()).expect("spec")
+}
+
+/// The captured request's `spec_obj` primitive.
+fn captured_spec_obj() -> Value {
     let captured: Value = serde_json::from_str(SINGLE_REQUEST).expect("sample");
     let body = captured["body_raw"].as_str().expect("body_raw");
-    let request = decode_request(
+    let mut request = decode_request(
         Some("application/json"),
         None,
         body.as_bytes(),
         nova_scheduler::rpc::envelope::DEFAULT_MAX_MESSAGE_BYTES,
     )
     .expect("request");
-    RequestSpec::from_primitive(&request.args["spec_obj"]).expect("spec")
+    request.args.remove("spec_obj").expect("spec_obj")
 }
 
 fn sizes() -> Vec<usize> {
@@ -534,16 +539,7 @@ fn bench_python<M: Measurement>(c: &mut Criterion<M>) {
         .expect("an instance");
     // The captured request asking for a licence, with its primitive kept (as the
     // daemon keeps it when an operator's class reads nova's object).
-    let captured: Value = serde_json::from_str(SINGLE_REQUEST).expect("sample");
-    let body = captured["body_raw"].as_str().expect("body_raw");
-    let request = decode_request(
-        Some("application/json"),
-        None,
-        body.as_bytes(),
-        nova_scheduler::rpc::envelope::DEFAULT_MAX_MESSAGE_BYTES,
-    )
-    .expect("request");
-    let mut spec_obj = request.args["spec_obj"].clone();
+    let mut spec_obj = captured_spec_obj();
     spec_obj["nova_object.data"]["flavor"]["nova_object.data"]["extra_specs"]["mycloud:licence"] =
         json!("oracle");
     let mut spec = RequestSpec::from_primitive(&spec_obj).expect("spec");

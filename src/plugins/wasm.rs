@@ -203,7 +203,8 @@ impl Plugin {
             columns: [abi::ColumnSet::all(); 2],
             idle: Mutex::new(Vec::new()),
         };
-        // A first instance checks the exports and the ABI version, and reads the flags.
+        // A first instance checks the exports and the ABI version, and reads the flags
+        // and the columns it wants.
         let _running = Running::start(rt);
         let mut store = plugin.store();
         let instance = Instance::new(&mut store, &plugin.module, &[])

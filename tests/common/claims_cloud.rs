@@ -622,3 +622,37 @@ pub async fn assert_within_capacity(admin: &Admin, rp: &str) {
         );
     }
 }
+
+/// An aggregate in the API database with `metadata`, holding `hosts`.
+pub async fn aggregate(
+    api: &sqlx::MySqlPool,
+    name: &str,
+    metadata: &[(&str, &str)],
+    hosts: &[&str],
+) {
+    let id = sqlx::query(
+        "INSERT INTO aggregates (created_at, uuid, name) VALUES (UTC_TIMESTAMP(), UUID(), ?)",
+    )
+    .bind(name)
+    .execute(api)
+    .await
+    .expect("aggregate row")
+    .last_insert_id();
+    for (key, value) in metadata {
+        sqlx::query("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value) VALUES (UTC_TIMESTAMP(), ?, ?, ?)")
+            .bind(id)
+            .bind(key)
+            .bind(value)
+            .execute(api)
+            .await
+            .expect("aggregate metadata row");
+    }
+    for host in hosts {
+        sqlx::query("INSERT INTO aggregate_hosts (created_at, aggregate_id, host) VALUES (UTC_TIMESTAMP(), ?, ?)")
+            .bind(id)
+            .bind(host)
+            .execute(api)
+            .await
+            .expect("aggregate host row");
+    }
+}

@@ -58,3 +58,22 @@ fn missing_tool(dir: &Path) -> Option<&'static str> {
         .into_iter()
         .find(|t| !dir.join("bin").join(t).is_file())
 }
+
+/// A shell script in `dir` that runs `venv`'s python with the operator's test
+/// classes (`tests/plugins`) on its path, as an operator's environment has them
+/// installed: what `[nova_scheduler_rs] python` names in the plugin tests.
+pub fn with_operator_plugins(dir: &Path, venv: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("python");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nPYTHONPATH={}/tests/plugins exec {} \"$@\"\n",
+            env!("CARGO_MANIFEST_DIR"),
+            venv.join("bin/python").display()
+        ),
+    )
+    .expect("write the interpreter script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}

@@ -37,7 +37,7 @@ const FLAVORS: [(&str, i64, i64, i64); 3] = [
 /// nova.conf's defaults otherwise), and a client that calls it.
 pub(crate) struct RunningDaemon {
     pub(crate) daemon: Daemon,
-    pub(crate) client: TestClient,
+    client: TestClient,
     pub(crate) vhost: String,
 }
 
@@ -76,11 +76,7 @@ impl RunningDaemon {
 
     /// One `select_destinations` (RPC 4.5): the chosen host of each instance, or the
     /// failure's class.
-    pub(crate) async fn select(
-        &mut self,
-        spec: Value,
-        uuids: &[String],
-    ) -> Result<Vec<String>, String> {
+    async fn select(&mut self, spec: Value, uuids: &[String]) -> Result<Vec<String>, String> {
         let reply = self
             .client
             .call(

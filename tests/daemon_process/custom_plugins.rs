@@ -9,16 +9,13 @@
 //! log line for it carries the plugin's own reason for each host.
 
 use crate::capacity_tools::RunningDaemon;
-use crate::claims_cloud::Cloud;
+use crate::claims_cloud::{aggregate, Cloud};
 use crate::daemon_proc::nova_client;
 use crate::nova_schema;
 use crate::venv;
 use crate::wasm_example;
 use serde_json::{json, Value};
 use sqlx::MySqlPool;
-use std::path::Path;
-
-const PLUGINS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins");
 
 /// Runs each case of `argv[3]` (a JSON list of `{extra_specs, hints, instances}`)
 /// through nova's client; prints per case the chosen hosts or the failure.
@@ -45,50 +42,6 @@ for case in json.loads(sys.argv[3]):
         out.append({"failure": "NoValidHost", "message": str(e), "uuids": uuids})
 print(json.dumps(out))
 "#;
-
-async fn aggregate(api: &MySqlPool, name: &str, metadata: &[(&str, &str)], hosts: &[&str]) {
-    let id = sqlx::query(
-        "INSERT INTO aggregates (created_at, uuid, name) VALUES (UTC_TIMESTAMP(), UUID(), ?)",
-    )
-    .bind(name)
-    .execute(api)
-    .await
-    .unwrap()
-    .last_insert_id();
-    for (key, value) in metadata {
-        sqlx::query("INSERT INTO aggregate_metadata (created_at, aggregate_id, `key`, value) VALUES (UTC_TIMESTAMP(), ?, ?, ?)")
-            .bind(id)
-            .bind(key)
-            .bind(value)
-            .execute(api)
-            .await
-            .unwrap();
-    }
-    for host in hosts {
-        sqlx::query("INSERT INTO aggregate_hosts (created_at, aggregate_id, host) VALUES (UTC_TIMESTAMP(), ?, ?)")
-            .bind(id)
-            .bind(host)
-            .execute(api)
-            .await
-            .unwrap();
-    }
-}
-
-/// The venv's python with the operator's module on its path.
-fn interpreter(dir: &Path, venv: &Path) -> std::path::PathBuf {
-    let path = dir.join("python");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\nPYTHONPATH={PLUGINS} exec {} \"$@\"\n",
-            venv.join("bin/python").display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_runs_an_operators_wasm_and_python_plugins_for_novas_client() {
@@ -128,7 +81,7 @@ async fn the_daemon_runs_an_operators_wasm_and_python_plugins_for_novas_client()
          enabled_filters = ComputeFilter,LicenceFilter,mycloud_rack\n\
          weight_classes = mycloud_rack\n",
         module = module.display(),
-        python = interpreter(&dir, &venv).display(),
+        python = venv::with_operator_plugins(&dir, &venv).display(),
     );
     let daemon = RunningDaemon::start(&cloud, &dir, "plugins", &extra).await;
     let client_conf = dir.join("client.conf");
